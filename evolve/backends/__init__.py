@@ -1,0 +1,46 @@
+"""Backends measure candidates: ``cupy`` on a real GPU, ``replay`` from recorded measurements.
+
+The search sees only this interface, so a run on recordings exercises the same storage,
+resume, dashboard and export paths as a run on the GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from evolve.errors import EvolveError
+from evolve.hardware import Hardware
+from evolve.measurement import Measurement
+from evolve.spec import Variant
+from evolve.task import Task
+
+
+class Backend(Protocol):
+    def start(self, task: Task, target: Hardware | None) -> Hardware:
+        """Bind to a task; return the hardware measured on (target None: read the device)."""
+
+    def evaluate(self, variant: Variant, tunables: Mapping[str, int],
+                 sizes: list[dict[str, int]]) -> Measurement:
+        """Check and time one candidate at the given timing sizes."""
+
+    def ceiling_key(self) -> str:
+        """Identifies the device for the cached copy-bandwidth ceiling."""
+
+    def measure_ceiling(self) -> float:
+        """Measured device-to-device copy bandwidth in bytes/s (read + write)."""
+
+    def close(self) -> None: ...
+
+
+def create_backend(cfg: Mapping[str, Any]) -> Backend:
+    name = cfg.get("name")
+    if name == "cupy":
+        from evolve.backends.cupy_backend import CupyBackend
+
+        return CupyBackend(cfg)
+    if name == "replay":
+        from evolve.backends.replay import ReplayBackend
+
+        return ReplayBackend(cfg)
+    raise EvolveError(f"unknown backend {name!r}: use backend=cupy or backend=replay")

@@ -1,0 +1,52 @@
+"""The GPU backend: candidates are measured by a CuPy worker process (see worker.py)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from evolve.backends.worker import STARTUP_TIMEOUT_S, Worker, WorkerDied, WorkerTimeout
+from evolve.hardware import Hardware, check_device, from_device
+from evolve.measurement import Measurement, Status
+from evolve.spec import Variant
+from evolve.task import Task
+
+
+class CupyBackend:
+    def __init__(self, cfg: Mapping[str, Any]):
+        self.timeout_s = float(cfg.get("timeout_s", 120))
+        self.settings = dict(cfg.get("timing") or {})
+        self.worker = Worker(int(cfg.get("device", 0)))
+
+    def start(self, task: Task, target: Hardware | None) -> Hardware:
+        props = self.worker.start()
+        hw = from_device(props) if target is None else check_device(target, props)
+        self._key = f"{props['name']}|driver {props['driver']}"
+        self.worker.init = {
+            "task": dict(task.config), "hardware": hw.to_dict(),
+            "settings": self.settings, "secret": secrets.randbits(62),
+        }
+        self.worker.call("init", self.worker.init, STARTUP_TIMEOUT_S)
+        return hw
+
+    def evaluate(self, variant: Variant, tunables: Mapping[str, int],
+                 sizes: list[dict[str, int]]) -> Measurement:
+        payload = {"source": variant.source, "tunables": dict(tunables), "sizes": sizes}
+        try:
+            return Measurement.from_dict(self.worker.call("evaluate", payload, self.timeout_s))
+        except WorkerTimeout:
+            return Measurement.failed(
+                Status.TIMEOUT, f"no result within {self.timeout_s:.0f} s; the worker was restarted"
+            )
+        except WorkerDied as exc:
+            return Measurement.failed(Status.CRASHED, f"{exc}; the worker was restarted")
+
+    def ceiling_key(self) -> str:
+        return self._key
+
+    def measure_ceiling(self) -> float:
+        return float(self.worker.call("ceiling", None, STARTUP_TIMEOUT_S))
+
+    def close(self) -> None:
+        self.worker.close()

@@ -1,0 +1,350 @@
+"""Measuring one candidate on the GPU; runs only inside the worker process.
+
+The harness owns everything but the device code: it allocates and poisons buffers, launches
+what the plan says, synchronizes, checks and times. Steps (see DESIGN.md, "Evaluating a
+candidate"): compile with NVRTC; check correctness over several rounds and sizes with fresh
+secret-seeded inputs, NaN-filled outputs, untouched inputs and a repeated launch; time with a
+warm-up, an L2 flush before every sample, rotating buffer sets, CUDA events and a median, and
+verify the output of one timed call chosen at random.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import cupy as cp
+import numpy as np
+from cupy_backends.cuda.api import driver, runtime
+
+from evolve.compiler import CompileError, compile_cuda, first_error
+from evolve.correctness import compare_all
+from evolve.errors import SpecError
+from evolve.hardware import Hardware
+from evolve.measurement import Measurement, Status, TimingStats
+from evolve.plan import Plan, make_plan
+from evolve.spec import Variant
+from evolve.task import Task, size_label
+
+CUDA_ERRORS = (driver.CUDADriverError, runtime.CUDARuntimeError)
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    warmup_ms: float = 25.0
+    warmup_min: int = 10
+    min_samples: int = 10
+    max_samples: int = 100
+    max_time_s: float = 2.0
+    target_rel_iqr: float = 0.01
+    rounds: int = 2  # correctness rounds per size, each with fresh inputs
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> TimingSettings:
+        return cls(**{k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg})
+
+
+class Crashed(Exception):
+    """The CUDA context is poisoned (illegal address, trap, ...): the worker must restart."""
+
+
+class _Fail(Exception):
+    def __init__(self, status: Status, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+@dataclass
+class _BufferSet:
+    buffers: dict[str, Any]  # inputs and outputs by name
+    refs: dict[str, Any]
+
+
+def device_properties(device: int) -> dict[str, Any]:
+    attr = runtime.deviceGetAttribute
+    name = runtime.getDeviceProperties(device)["name"]
+    return {
+        "name": name.decode() if isinstance(name, bytes) else str(name),
+        "major": attr(runtime.cudaDevAttrComputeCapabilityMajor, device),
+        "minor": attr(runtime.cudaDevAttrComputeCapabilityMinor, device),
+        "sms": attr(runtime.cudaDevAttrMultiProcessorCount, device),
+        "max_threads_per_block": attr(runtime.cudaDevAttrMaxThreadsPerBlock, device),
+        "max_threads_per_sm": attr(runtime.cudaDevAttrMaxThreadsPerMultiProcessor, device),
+        "max_shared_per_block": attr(runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+        "shared_per_sm": attr(runtime.cudaDevAttrMaxSharedMemoryPerMultiprocessor, device),
+        "registers_per_sm": attr(runtime.cudaDevAttrMaxRegistersPerMultiprocessor, device),
+        "l2_bytes": attr(runtime.cudaDevAttrL2CacheSize, device),
+        "driver": runtime.driverGetVersion(),
+        "pci_bus": attr(runtime.cudaDevAttrPciBusId, device),
+    }
+
+
+class GpuEvaluator:
+    def __init__(self, task: Task, hw: Hardware, settings: TimingSettings, secret: int):
+        self.task, self.hw, self.s = task, hw, settings
+        self.secret = secret
+        self.counter = 0
+        self._sets: dict[str, list[_BufferSet]] = {}
+        self._flush = cp.empty(max(2 * hw.l2_bytes, 1 << 26), dtype=cp.uint8)
+        self._rng = random.Random(secret)
+
+    # ---- public -----------------------------------------------------------------------
+    def evaluate(self, source: str, tunables: Mapping[str, int],
+                 timing_sizes: list[dict[str, int]]) -> Measurement:
+        self.counter += 1
+        t0 = time.perf_counter()
+        compiled_s = check_s = 0.0
+        resources: dict[str, dict[str, float]] = {}
+        log = ""
+        try:
+            try:
+                variant = Variant.parse(source)
+                variant.spec.check(tunables)
+            except SpecError as exc:
+                raise _Fail(Status.REJECTED, str(exc)) from None
+            plans = self._plans(variant, tunables, [*self.task.correctness_sizes, *timing_sizes])
+            try:
+                compiled = compile_cuda(source, {**tunables, **dict(self.task.defines)}, self.hw.arch)
+            except CompileError as exc:
+                raise _Fail(Status.COMPILE_ERROR, first_error(str(exc))) from exc
+            log = compiled.log
+            compiled_s = time.perf_counter() - t0
+            fns = self._load(compiled.cubin, variant, plans)
+            resources = self._resources(fns, plans[size_label(timing_sizes[0])])
+            t1 = time.perf_counter()
+            self._check(fns, plans)
+            check_s = time.perf_counter() - t1
+            timings = {
+                size_label(s): self._time(fns, plans[size_label(s)], s) for s in timing_sizes
+            }
+        except _Fail as f:
+            if f.status is Status.COMPILE_ERROR and f.__cause__ is not None:
+                log = str(f.__cause__)
+            return Measurement.failed(
+                f.status, f.reason, resources=resources, log=log, compile_s=compiled_s,
+                check_s=check_s, time_s=time.perf_counter() - t0,
+            )
+        return Measurement(
+            status=Status.OK, timings=timings, resources=resources, compile_s=compiled_s,
+            check_s=check_s, time_s=time.perf_counter() - t0, log=log,
+        )
+
+    def copy_bandwidth(self, nbytes: int = 1 << 32, samples: int = 20) -> float:
+        """Device-to-device copy rate in bytes/s, counting bytes read plus bytes written."""
+        src = cp.empty(nbytes, dtype=cp.uint8)
+        dst = cp.empty_like(src)
+        src.fill(7)
+        kind = runtime.memcpyDeviceToDevice
+        for _ in range(3):
+            runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, kind, 0)
+        times = []
+        for _ in range(samples):
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, kind, 0)
+            end.record()
+            end.synchronize()
+            times.append(cp.cuda.get_elapsed_time(start, end) / 1e3)
+        return 2 * nbytes / TimingStats.of(times).median_s
+
+    # ---- steps ------------------------------------------------------------------------
+    def _plans(self, variant: Variant, tunables: Mapping[str, int],
+               sizes: list[dict[str, int]]) -> dict[str, Plan]:
+        plans = {}
+        for s in sizes:
+            try:
+                plans[size_label(s)] = make_plan(variant.spec, self.task, s, tunables, self.hw)
+            except SpecError as exc:
+                raise _Fail(Status.LAUNCH_ERROR, f"at {size_label(s)}: {exc}") from None
+        return plans
+
+    def _load(self, cubin: bytes, variant: Variant, plans: dict[str, Plan]) -> dict[str, Any]:
+        module = cp.cuda.function.Module()
+        try:
+            module.load(cubin)
+        except CUDA_ERRORS as exc:
+            raise _Fail(Status.COMPILE_ERROR, f"cannot load module: {exc}") from None
+        fns = {}
+        for launch in variant.spec.launches:
+            if launch.kernel in fns:
+                continue
+            try:
+                fns[launch.kernel] = module.get_function(launch.kernel)
+            except CUDA_ERRORS:
+                raise _Fail(
+                    Status.COMPILE_ERROR,
+                    f"kernel {launch.kernel!r} not found: declare it extern \"C\" __global__",
+                ) from None
+        need = {}
+        for plan in plans.values():
+            for call in plan.calls:
+                need[call.kernel] = max(need.get(call.kernel, 0), call.shared)
+        for name, shared in need.items():
+            if shared > 48 * 1024:
+                driver.funcSetAttribute(
+                    fns[name].ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared
+                )
+        fns["__module__"] = module  # keep the module alive as long as its functions
+        return fns
+
+    def _resources(self, fns: dict[str, Any], plan: Plan) -> dict[str, dict[str, float]]:
+        out = {}
+        for call in plan.calls:
+            ptr = fns[call.kernel].ptr
+            get = driver.funcGetAttribute
+            threads = call.block[0] * call.block[1] * call.block[2]
+            try:
+                blocks = driver.occupancyMaxActiveBlocksPerMultiprocessor(ptr, threads, call.shared)
+            except CUDA_ERRORS:
+                blocks = 0
+            out[call.kernel] = {
+                "registers": get(driver.CU_FUNC_ATTRIBUTE_NUM_REGS, ptr),
+                "local_bytes": get(driver.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, ptr),
+                "static_shared_bytes": get(driver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, ptr),
+                "dynamic_shared_bytes": call.shared,
+                "threads_per_block": threads,
+                "occupancy": blocks * threads / self.hw.max_threads_per_sm,
+            }
+        return out
+
+    def _check(self, fns: dict[str, Any], plans: dict[str, Plan]) -> None:
+        for si, sizes in enumerate(self.task.correctness_sizes):
+            label = size_label(sizes)
+            plan = plans[label]
+            for rnd in range(self.s.rounds):
+                inputs = self.task.make_inputs(cp, sizes, self._seed(si, rnd))
+                refs = self.task.expected(cp, inputs, sizes)
+                original = {k: v.copy() for k, v in inputs.items()}
+                for repeat in range(2 if rnd == 0 else 1):
+                    outputs = self._outputs(sizes)
+                    buffers = {**inputs, **outputs, **self._scratch(plan)}
+                    self._run(fns, plan, buffers)
+                    self._sync()
+                    where = f"at {label}, round {rnd + 1}" + (", repeated launch" if repeat else "")
+                    for k, v in inputs.items():
+                        if not bool(cp.array_equal(v, original[k])):
+                            raise _Fail(Status.WRONG, f"input {k} was modified {where}")
+                    reason = compare_all(cp, self.task, outputs, refs)
+                    if reason:
+                        raise _Fail(Status.WRONG, f"{reason} {where}")
+
+    def _time(self, fns: dict[str, Any], plan: Plan, sizes: dict[str, int]) -> TimingStats:
+        s = self.s
+        sets = self._timing_sets(sizes)
+        scratch = self._scratch(plan)
+        k_sets = len(sets)
+
+        def launch(k: int) -> None:
+            self._run(fns, plan, {**sets[k].buffers, **scratch})
+
+        # warm-up: at least warmup_ms and warmup_min launches
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        launch(0)
+        end.record()
+        self._sync(end)
+        est_ms = max(cp.cuda.get_elapsed_time(start, end), 1e-3)
+        for i in range(min(max(s.warmup_min, math.ceil(s.warmup_ms / est_ms)), 10_000)):
+            launch(i % k_sets)
+        self._sync()
+
+        samples: list[float] = []
+        batch = max(s.min_samples, k_sets)
+        t_begin = time.perf_counter()
+        verify = self._rng.randrange(batch - k_sets, batch)  # the last write to its buffer set
+        while True:
+            events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(batch)]
+            for i, (ev_start, ev_end) in enumerate(events):
+                k = (len(samples) + i) % k_sets
+                self._flush.data.memset_async(i & 0xFF, self._flush.nbytes)
+                if verify == i and not samples:
+                    for arg in self.task.outputs:
+                        sets[k].buffers[arg.name].fill(np.nan)
+                ev_start.record()
+                launch(k)
+                ev_end.record()
+            self._sync(events[-1][1])
+            if not samples:
+                k = verify % k_sets
+                outputs = {a.name: sets[k].buffers[a.name] for a in self.task.outputs}
+                reason = compare_all(cp, self.task, outputs, sets[k].refs)
+                if reason:
+                    raise _Fail(Status.WRONG, f"{reason} in a timed call at {size_label(sizes)}")
+            samples += [cp.cuda.get_elapsed_time(a, b) / 1e3 for a, b in events]
+            stats = TimingStats.of(samples)
+            if (
+                (len(samples) >= s.min_samples and stats.rel_iqr <= s.target_rel_iqr)
+                or len(samples) >= s.max_samples
+                or time.perf_counter() - t_begin > s.max_time_s
+            ):
+                return stats
+
+    # ---- helpers ----------------------------------------------------------------------
+    def _seed(self, *parts: int) -> int:
+        h = hashlib.sha256(repr((self.secret, self.counter, *parts)).encode()).digest()
+        return int.from_bytes(h[:8], "little") >> 1
+
+    def _outputs(self, sizes: Mapping[str, int]) -> dict[str, Any]:
+        return {
+            a.name: cp.full(self.task.shape(a, sizes), np.nan, dtype=a.dtype) for a in self.task.outputs
+        }
+
+    def _scratch(self, plan: Plan) -> dict[str, Any]:
+        out = {}
+        for s in plan.scratch:
+            buf = cp.empty(s.count, dtype=s.dtype)
+            buf.view(cp.uint8).fill(0xFF)  # garbage (NaN for floats) unless zeroed per call
+            out[s.name] = buf
+        return out
+
+    def _timing_sets(self, sizes: dict[str, int]) -> list[_BufferSet]:
+        """Inputs, outputs and references at a timing size, made once per worker."""
+        label = size_label(sizes)
+        if label not in self._sets:
+            set_bytes = sum(
+                int(np.prod(self.task.shape(a, sizes))) * np.dtype(a.dtype).itemsize
+                for a in self.task.args
+            )
+            k = min(8, max(1, math.ceil(2 * self.hw.l2_bytes / set_bytes)))
+            sets = []
+            for i in range(k):
+                inputs = self.task.make_inputs(cp, sizes, self._seed(-1, i))
+                refs = self.task.expected(cp, inputs, sizes)
+                sets.append(_BufferSet({**inputs, **self._outputs(sizes)}, refs))
+            self._sets[label] = sets
+        return self._sets[label]
+
+    def _run(self, fns: dict[str, Any], plan: Plan, buffers: dict[str, Any]) -> None:
+        for s in plan.scratch:
+            if s.zero:
+                buf = buffers[s.name]
+                buf.data.memset_async(0, buf.nbytes)
+        for call in plan.calls:
+            args = tuple(buffers[v] if kind == "buffer" else np.int32(v) for kind, v in call.args)
+            try:
+                fns[call.kernel](call.grid, call.block, args, shared_mem=call.shared)
+            except CUDA_ERRORS as exc:
+                self._raise_cuda(exc, f"launching {call.kernel} grid={call.grid} block={call.block}")
+
+    def _sync(self, event: Any = None) -> None:
+        try:
+            if event is None:
+                runtime.deviceSynchronize()
+            else:
+                event.synchronize()
+        except CUDA_ERRORS as exc:
+            self._raise_cuda(exc, "while running")
+
+    def _raise_cuda(self, exc: Exception, where: str) -> None:
+        """A launch refused by the driver is the candidate's fault; a poisoned context is fatal."""
+        try:
+            runtime.deviceSynchronize()
+            runtime.getLastError()
+        except CUDA_ERRORS:
+            raise Crashed(f"{exc} {where}") from None
+        raise _Fail(Status.LAUNCH_ERROR, f"{exc} {where}") from None

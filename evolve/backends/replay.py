@@ -1,0 +1,72 @@
+"""The replay backend: answers from recorded GPU measurements, with no GPU.
+
+It makes the whole pipeline (search, storage, resume, dashboard, export) runnable and testable
+on any machine, and it says plainly when a candidate was never measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from evolve.errors import EvolveError
+from evolve.hardware import Hardware
+from evolve.measurement import Measurement, Status
+from evolve.paths import RECORDINGS_DIR
+from evolve.recording import Recording, builtin_path
+from evolve.spec import Variant, candidate_key
+from evolve.task import Task, size_label
+
+
+class ReplayBackend:
+    def __init__(self, cfg: Mapping[str, Any]):
+        self.extra = [Path(p) for p in cfg.get("recordings") or []]
+
+    def start(self, task: Task, target: Hardware | None) -> Hardware:
+        available = sorted(str(p.relative_to(RECORDINGS_DIR)) for p in RECORDINGS_DIR.glob("*/*.jsonl"))
+        if target is None:
+            raise EvolveError(
+                "backend=replay needs a named hardware target such as hardware=h200 "
+                f"(recordings: {', '.join(available) or 'none'})"
+            )
+        self.rec = Recording.load([builtin_path(target.name, task.name), *self.extra],
+                                  target.name, task.name)
+        if not self.rec.measurements:
+            raise EvolveError(
+                f"no recorded measurements for task {task.name} on {target.name} "
+                f"(recordings: {', '.join(available) or 'none'})"
+            )
+        self.hardware, self.task = target, task
+        if self.rec.ceiling_bps:
+            return replace(target, copy_bandwidth_bps=self.rec.ceiling_bps)
+        return target
+
+    def evaluate(self, variant: Variant, tunables: Mapping[str, int],
+                 sizes: list[dict[str, int]]) -> Measurement:
+        m = self.rec.measurements.get(candidate_key(variant.id, tunables))
+        where = f"{self.hardware.name}/{self.task.name}"
+        if m is None:
+            return Measurement.failed(
+                Status.NOT_RECORDED,
+                f"variant {variant.name} ({variant.id}) with {dict(tunables)} is not in the {where} recording",
+            )
+        missing = [size_label(s) for s in sizes if size_label(s) not in m.timings]
+        if m.ok and missing:
+            return Measurement.failed(
+                Status.NOT_RECORDED, f"the {where} recording has no timing at {', '.join(missing)}"
+            )
+        return m
+
+    def ceiling_key(self) -> str:
+        return f"replay|{self.hardware.name}"
+
+    def measure_ceiling(self) -> float:
+        raise EvolveError(
+            f"the {self.hardware.name} recording has no copy-bandwidth ceiling; "
+            "set hardware.copy_bandwidth_bps"
+        )
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,147 @@
+"""The GPU worker process and its handle in the search process.
+
+Candidates run in a separate ``spawn``-ed process, one per GPU: a hung kernel is killed with
+its process when the wall-clock limit passes, and a poisoned CUDA context (illegal address,
+trap) ends the process, which is restarted. The search process never touches CUDA.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from multiprocessing.connection import Connection
+from typing import Any
+
+from evolve.errors import EvolveError
+
+STARTUP_TIMEOUT_S = 120.0
+
+
+def serve(conn: Connection, device: int) -> None:
+    """Worker main loop: answer requests until told to stop or the context is poisoned."""
+    try:
+        import cupy as cp
+
+        from evolve.backends import gpu
+
+        cp.cuda.Device(device).use()
+        props = gpu.device_properties(device)
+    except Exception as exc:
+        conn.send(("error", f"no usable CUDA GPU ({exc.__class__.__name__}: {str(exc)[:200]})"))
+        return
+    conn.send(("ready", props))
+    evaluator = None
+    while True:
+        try:
+            op, payload = conn.recv()
+        except EOFError:
+            return
+        try:
+            if op == "init":
+                from evolve.hardware import Hardware
+                from evolve.task import load_task
+
+                evaluator = gpu.GpuEvaluator(
+                    load_task(payload["task"]),
+                    Hardware.from_dict(payload["hardware"]),
+                    gpu.TimingSettings.from_config(payload["settings"]),
+                    payload["secret"],
+                )
+                conn.send(("ok", None))
+            elif op == "evaluate":
+                m = evaluator.evaluate(payload["source"], payload["tunables"], payload["sizes"])
+                conn.send(("ok", m.to_dict()))
+            elif op == "ceiling":
+                conn.send(("ok", evaluator.copy_bandwidth()))
+            elif op == "stop":
+                return
+        except gpu.Crashed as exc:
+            conn.send(("crashed", str(exc)[:1000]))
+            return  # the context is unusable: let the parent start a fresh process
+        except Exception as exc:
+            conn.send(("error", f"{exc.__class__.__name__}: {str(exc)[:1000]}"))
+
+
+class WorkerDied(Exception):
+    """The worker exited or was killed; ``reason`` says how."""
+
+
+class WorkerTimeout(Exception):
+    """The worker did not answer in time and was killed."""
+
+
+class Worker:
+    """A handle on one worker process bound to one GPU; restarts it on demand."""
+
+    def __init__(self, device: int):
+        self.device = device
+        self.init: dict[str, Any] = {}  # sent after every (re)start, once set
+        self.props: dict[str, Any] = {}
+        self._ctx = mp.get_context("spawn")
+        self._proc: Any = None
+        self._conn: Connection | None = None
+
+    def start(self) -> dict[str, Any]:
+        parent, child = self._ctx.Pipe()
+        self._proc = self._ctx.Process(
+            target=serve, args=(child, self.device), daemon=True, name=f"evolve-gpu{self.device}"
+        )
+        self._proc.start()
+        child.close()
+        self._conn = parent
+        op, props = self._recv(STARTUP_TIMEOUT_S)
+        if op != "ready":
+            self.close()
+            raise EvolveError(props)
+        self.props = props
+        if self.init:
+            self.call("init", self.init, STARTUP_TIMEOUT_S)
+        return props
+
+    def call(self, op: str, payload: Any, timeout: float) -> Any:
+        """Send one request; kill the process if it hangs or dies, then raise."""
+        if self._proc is None or not self._proc.is_alive():
+            self.start()
+        assert self._conn is not None
+        self._conn.send((op, payload))
+        kind, result = self._recv(timeout)
+        if kind == "ok":
+            return result
+        if kind == "crashed":
+            self._reap()
+            raise WorkerDied(result)
+        raise EvolveError(f"GPU worker failed: {result}")
+
+    def _recv(self, timeout: float) -> tuple[str, Any]:
+        assert self._conn is not None
+        if not self._conn.poll(timeout):
+            self._kill()
+            raise WorkerTimeout(f"no answer within {timeout:.0f} s")
+        try:
+            return self._conn.recv()
+        except (EOFError, ConnectionError):
+            code = self._reap()
+            raise WorkerDied(f"worker process exited (code {code})") from None
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            self._proc.kill()
+        self._reap()
+
+    def _reap(self) -> int | None:
+        code = None
+        if self._proc is not None:
+            self._proc.join(timeout=30)
+            code = self._proc.exitcode
+        if self._conn is not None:
+            self._conn.close()
+        self._proc, self._conn = None, None
+        return code
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.is_alive() and self._conn is not None:
+            try:
+                self._conn.send(("stop", None))
+                self._proc.join(timeout=10)
+            except (BrokenPipeError, OSError):
+                pass
+        self._kill()

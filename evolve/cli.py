@@ -1,0 +1,142 @@
+"""The ``evolve`` command: a Hydra app that wires configuration to the search.
+
+Configuration lives in ``conf/`` (groups task, hardware, objective, search, storage, backend);
+this module only assembles the parts, and turns every problem a user can fix into one line.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import hydra
+import optuna
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from evolve import __version__
+from evolve.backends import Backend, create_backend
+from evolve.correctness import admit
+from evolve.errors import EvolveError
+from evolve.export import export
+from evolve.hardware import Hardware, named
+from evolve.objective import Objective
+from evolve.paths import CONF_DIR
+from evolve.recording import RecordingWriter
+from evolve.search import Search, SearchSettings
+from evolve.storage import cached_ceiling, open_storage, store_ceiling
+from evolve.task import Task, load_task
+from evolve.variants import VariantStore
+
+log = logging.getLogger("evolve")
+
+
+def _job_suffix() -> str:
+    """Jobs of one multirun share a timestamp; their number keeps run names apart."""
+    try:
+        hc = HydraConfig.get()
+    except ValueError:
+        return ""
+    return f"-{hc.job.num}" if hc.mode == RunMode.MULTIRUN else ""
+
+
+OmegaConf.register_new_resolver("evolve.job_suffix", _job_suffix, replace=True)
+
+
+def run(cfg: DictConfig) -> float | None:
+    """One run: returns the best time in ms (what a Hydra sweeper would minimize)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    c: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    task = load_task(c["task"])
+    admit(task)
+    objective = Objective.from_config(c["objective"])
+    settings = SearchSettings.from_config(c["search"])
+    storage, artifacts = open_storage(c["storage"])
+    target = None if c["hardware"]["name"] == "auto" else named(c["hardware"])
+    backend = create_backend(c["backend"])
+    try:
+        hw = backend.start(task, target)
+        hw = _with_ceiling(hw, backend, storage)
+        study = _open_study(storage, c["run"]["name"], task, objective, hw, c)
+        variants = VariantStore(study, artifacts)
+        variants.load()
+        callbacks = []
+        if c["backend"].get("record"):
+            callbacks.append(RecordingWriter(Path(c["backend"]["record"]), hw, task.name).add)
+        search = Search(study, variants, backend, task, objective, hw, settings, callbacks)
+        search.add_seeds(task.seeds())
+        try:
+            stop = search.run()
+        except KeyboardInterrupt:
+            stop = "interrupted"
+        run_dir = Path(c["run"]["dir"])
+        summary = export(study, variants, task, hw, objective, run_dir, stop)
+    finally:
+        backend.close()
+    if summary is None:
+        print(f"{task.name}: no correct candidate yet; see {run_dir}/report.md", file=sys.stderr)
+    else:
+        print(f"{task.name}: {summary.line()}")
+    if stop == "interrupted":
+        print(f"interrupted: resume with  evolve task={task.name} run.name={study.study_name}",
+              file=sys.stderr)
+        sys.exit(130)
+    return summary.best_ms if summary else None
+
+
+def _with_ceiling(hw: Hardware, backend: Backend, storage: optuna.storages.BaseStorage) -> Hardware:
+    """The measured copy bandwidth: from the target, the storage cache, or measured once now."""
+    if hw.copy_bandwidth_bps:
+        return hw
+    key = backend.ceiling_key()
+    bps = cached_ceiling(storage, key)
+    if bps is None:
+        log.info("measuring the copy-bandwidth ceiling of %s (once; cached in the storage)", key)
+        bps = backend.measure_ceiling()
+        store_ceiling(storage, key, bps)
+    return Hardware.from_dict({**hw.to_dict(), "copy_bandwidth_bps": bps})
+
+
+def _open_study(storage: optuna.storages.BaseStorage, name: str, task: Task,
+                objective: Objective, hw: Hardware, c: dict[str, Any]) -> optuna.Study:
+    """Create the run's study, or resume it if it describes the same search."""
+    study = optuna.create_study(
+        study_name=name, storage=storage, load_if_exists=True, direction="minimize",
+        sampler=optuna.samplers.RandomSampler(),  # params are always fixed by the proposer
+    )
+    identity = {
+        "task": task.name, "task_fingerprint": task.fingerprint(),
+        "objective": objective.name, "hardware": hw.name,
+    }
+    old = {k: study.user_attrs.get(k) for k in identity}
+    if all(v is None for v in old.values()):
+        study.set_metric_names(["time_ms"])
+        for k, v in identity.items():
+            study.set_user_attr(k, v)
+        study.set_user_attr("device", hw.device)
+        study.set_user_attr("backend", c["backend"]["name"])
+        study.set_user_attr("cuda_evolve", __version__)
+        study.set_user_attr("config", OmegaConf.to_yaml(c))
+    elif old != identity:
+        diff = ", ".join(f"{k}: {old[k]} -> {v}" for k, v in identity.items() if old[k] != v)
+        raise EvolveError(f"run {name} exists with a different setup ({diff}); choose another run.name")
+    else:
+        log.info("resuming run %s", name)
+    return study
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+def _app(cfg: DictConfig) -> float | None:
+    try:
+        return run(cfg)
+    except (EvolveError, OmegaConfBaseException) as exc:
+        print(f"evolve: {exc}".splitlines()[0], file=sys.stderr)
+        sys.exit(2)
+
+
+def main() -> None:
+    _app()

@@ -1,0 +1,122 @@
+"""Compiling variants with NVRTC, with an include allow-list and a cubin cache.
+
+NVRTC needs no GPU, so this runs anywhere the ``nvidia-cuda-nvrtc`` and CuPy wheels are
+installed: the worker on the GPU machine and the CPU test suite compile the same way. Generated
+sources are data: they go to NVRTC and nowhere else, and may include only CUDA's own headers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from evolve.errors import EvolveError
+
+ALLOWED_INCLUDES = frozenset({
+    "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "cuda_runtime.h", "cuda/std/cstdint",
+    "cooperative_groups.h", "cooperative_groups/reduce.h", "cooperative_groups/memcpy_async.h",
+    "cuda_pipeline.h", "cuda/pipeline", "cuda/barrier", "math_constants.h",
+    "stdint.h", "cstdint", "float.h", "cfloat", "limits.h", "climits",
+})
+CACHE_DIR = Path(os.environ.get("EVOLVE_CACHE_DIR", Path.home() / ".cache" / "cuda-evolve")) / "cubin"
+
+# Preprocessor directives after line splicing; "%:" is the digraph for "#".
+_DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(\w+)(.*)$", re.M)
+_INCLUDE = re.compile(r'^\s*<([A-Za-z0-9_./]+)>\s*(?://.*|/\*.*\*/\s*)?$')
+_PATHS = re.compile(r"(?:/[\w.+-]+)+/([\w.+-]+\.(?:cu|h|hpp|cuh))")
+
+
+@dataclass(frozen=True)
+class Compiled:
+    cubin: bytes
+    log: str
+    seconds: float
+    cached: bool
+
+
+class CompileError(Exception):
+    """NVRTC refused the source; the message is the sanitized compiler log."""
+
+
+def check_includes(source: str) -> str | None:
+    """Why the source may not be compiled (a forbidden preprocessor use), or None."""
+    spliced = source.replace("\\\r\n", "").replace("\\\n", "")
+    for m in _DIRECTIVE.finditer(spliced):
+        directive, rest = m.group(1), m.group(2)
+        if directive in ("include", "include_next", "import", "embed"):
+            inc = _INCLUDE.match(rest)
+            if directive != "include" or not inc or inc.group(1) not in ALLOWED_INCLUDES:
+                return f"#{directive}{rest.rstrip()} is not allowed (only CUDA headers: " \
+                       f"{', '.join(sorted(ALLOWED_INCLUDES))})"
+    if "__has_include" in spliced:
+        return "__has_include is not allowed"
+    return None
+
+
+def options(defines: Mapping[str, object], arch: str) -> list[str]:
+    return ["--std=c++17", f"-arch={arch}", "-lineinfo",
+            *(f"-D{k}={v}" for k, v in sorted(defines.items()))]
+
+
+def sanitize(log: str) -> str:
+    """Compiler output without host paths; only the file's own name is kept."""
+    return _PATHS.sub(r"\1", log).strip()
+
+
+def first_error(log: str) -> str:
+    """The line of a compiler log a human reads first."""
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    return next((ln for ln in lines if "error" in ln), lines[0] if lines else "compile error")[:300]
+
+
+def nvrtc_version() -> tuple[int, int]:
+    return tuple(_nvrtc().getVersion())  # type: ignore[return-value]
+
+
+def compile_cuda(source: str, defines: Mapping[str, object], arch: str,
+                 cache: bool = True) -> Compiled:
+    """Compile to a cubin for ``arch`` (e.g. sm_90); raise CompileError with the log."""
+    reason = check_includes(source)
+    if reason:
+        raise CompileError(reason)
+    nvrtc = _nvrtc()
+    opts = options(defines, arch)
+    key = hashlib.sha256("\0".join([source, *opts, repr(nvrtc.getVersion())]).encode()).hexdigest()
+    path = CACHE_DIR / f"{key}.cubin"
+    if cache and path.is_file():
+        return Compiled(path.read_bytes(), "", 0.0, True)
+    t0 = time.perf_counter()
+    prog = nvrtc.createProgram(source, "kernel.cu", [], [])
+    try:
+        try:
+            nvrtc.compileProgram(prog, opts)
+        except nvrtc.NVRTCError:
+            raise CompileError(sanitize(nvrtc.getProgramLog(prog)) or "NVRTC failed") from None
+        log = sanitize(nvrtc.getProgramLog(prog))
+        cubin = nvrtc.getCUBIN(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+    seconds = time.perf_counter() - t0
+    if cache:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(cubin)
+        tmp.replace(path)
+    return Compiled(cubin, log, seconds, False)
+
+
+def _nvrtc():  # noqa: ANN202 - a CuPy extension module
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+        nvrtc.getVersion()
+    except Exception as exc:
+        raise EvolveError(
+            f"NVRTC is not available ({exc.__class__.__name__}): install cuda-evolve[cuda13] "
+            "(or [cuda12]) and nvidia-cuda-nvrtc"
+        ) from None
+    return nvrtc

@@ -1,0 +1,206 @@
+"""The result of a run: ``best.cu``, ``best.json`` and ``report.md`` in the run directory.
+
+Everything is read back from the study, so exporting a resumed or finished run (or one
+another process measured) gives the same files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from evolve.errors import EvolveError
+from evolve.hardware import Hardware
+from evolve.objective import Objective
+from evolve.plan import make_plan
+from evolve.search import counts_toward_budget
+from evolve.task import Task, size_label
+from evolve.variants import VariantStore
+
+
+@dataclass(frozen=True)
+class Summary:
+    best_ms: float
+    variant: str
+    tunables: dict[str, int]
+    baseline_ms: float | None
+    baseline: str
+    gbps: float
+    bandwidth_fraction: float
+    roofline_fraction: float
+    ceiling_gbps: float
+    run_dir: Path
+
+    @property
+    def speedup(self) -> float | None:
+        return self.baseline_ms / self.best_ms if self.baseline_ms else None
+
+    def line(self) -> str:
+        speed = (
+            f" — {self.speedup:.2f}x over the best seed default ({self.baseline}: {self.baseline_ms:.4g} ms)"
+            if self.speedup else ""
+        )
+        return (
+            f"best {self.best_ms:.4g} ms ({self.variant} {_fmt(self.tunables)}){speed}; "
+            f"{self.gbps:.0f} GB/s = {100 * self.bandwidth_fraction:.1f}% of the measured "
+            f"{self.ceiling_gbps:.0f} GB/s copy bandwidth ({100 * self.roofline_fraction:.1f}% of the roofline). "
+            f"Results in {self.run_dir}/"
+        )
+
+
+def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware,
+           objective: Objective, run_dir: Path, stop_reason: str) -> Summary | None:
+    """Write the run's files; None when no candidate was correct (the report says why)."""
+    trials = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("variant") in variants]
+    done = [t for t in trials if counts_toward_budget(t)]
+    ok = [t for t in done if t.state == TrialState.COMPLETE]
+    failures = Counter(t.user_attrs.get("status", "?") for t in done if t.state == TrialState.FAIL)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        report = _report(study, variants, task, hw, done, ok, failures, stop_reason)
+        (run_dir / "report.md").write_text(report)
+        if not ok:
+            return None
+        best = min(ok, key=lambda t: t.value)
+        baseline = _baseline(ok)
+        variant = variants.get(best.user_attrs["variant"])
+        tunables = {k: int(v) for k, v in best.params.items()}
+        attrs = best.user_attrs
+        summary = Summary(
+            best_ms=best.value, variant=variant.name, tunables=tunables,
+            baseline_ms=baseline.value if baseline else None,
+            baseline=baseline.user_attrs.get("variant_name", "?") if baseline else "",
+            gbps=attrs.get("gbps", 0.0), bandwidth_fraction=attrs.get("bandwidth_fraction", 0.0),
+            roofline_fraction=attrs.get("roofline_fraction", 0.0),
+            ceiling_gbps=hw.bandwidth_ceiling / 1e9, run_dir=run_dir,
+        )
+        launches = _launches(variant, task, hw, tunables)
+        (run_dir / "best.cu").write_text(_best_cu(study, task, hw, summary, launches, variant.with_defines(tunables)))
+        (run_dir / "best.json").write_text(json.dumps({
+            "run": study.study_name,
+            "task": task.name,
+            "hardware": hw.name,
+            "device": hw.device,
+            "objective": {"name": objective.name, "reduce": objective.reduce, "unit": "ms"},
+            "variant": {"id": variant.id, "name": variant.name, **variants.meta[variant.id]},
+            "tunables": tunables,
+            "launch": {"spec": variant.spec.raw, "at": launches},
+            "measurement": {k: v for k, v in attrs.items() if k not in ("variant", "variant_name", "parents", "operator")},
+            "time_ms": best.value,
+            "baseline": {
+                "variant": summary.baseline, "time_ms": summary.baseline_ms,
+                "tunables": dict(baseline.params) if baseline else None,
+            },
+            "speedup": summary.speedup,
+            "ceiling": {"copy_bandwidth_bps": hw.copy_bandwidth_bps, "peak_fp32_flops": hw.peak_fp32_flops},
+            "trials": {"finished": len(done), "complete": len(ok), "failed": dict(failures)},
+            "stop_reason": stop_reason,
+            "exported": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }, indent=2, default=str) + "\n")
+    except OSError as exc:
+        raise EvolveError(
+            f"cannot write the results to {run_dir} ({exc.strerror or exc}); the study is intact, "
+            f"export again later by resuming with run.name={study.study_name} search.n_trials=0"
+        ) from None
+    return summary
+
+
+def _baseline(ok: list[FrozenTrial]) -> FrozenTrial | None:
+    seeds = [t for t in ok if t.user_attrs.get("operator") == "seed"]
+    return min(seeds, key=lambda t: t.value) if seeds else None
+
+
+def _launches(variant: Any, task: Task, hw: Hardware, tunables: dict[str, int]) -> dict[str, Any]:
+    out = {}
+    for sizes in task.timing_sizes:
+        plan = make_plan(variant.spec, task, sizes, tunables, hw)
+        out[size_label(sizes)] = [
+            {"kernel": c.kernel, "grid": c.grid, "block": c.block, "shared_bytes": c.shared,
+             "args": [v if kind == "buffer" else int(v) for kind, v in c.args]}
+            for c in plan.calls
+        ]
+    return out
+
+
+def _best_cu(study: optuna.Study, task: Task, hw: Hardware, s: Summary,
+             launches: dict[str, Any], source: str) -> str:
+    lines = [
+        f"// cuda-evolve: best kernel of run {study.study_name}, task {task.name}, "
+        f"on {hw.device or hw.name}.",
+        f"// {s.best_ms:.4g} ms, {s.gbps:.0f} GB/s ({100 * s.bandwidth_fraction:.1f}% of the measured "
+        f"copy bandwidth). Tunables are baked in as #defines below.",
+    ]
+    for label, calls in launches.items():
+        lines.append(f"// Launch at {label}:")
+        for c in calls:
+            lines.append(
+                f"//   {c['kernel']}<<<{tuple(c['grid'])}, {tuple(c['block'])}, {c['shared_bytes']}>>>"
+                f"({', '.join(map(str, c['args']))})"
+            )
+    return "\n".join([*lines, source]) + ("\n" if not source.endswith("\n") else "")
+
+
+def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware,
+            done: list[FrozenTrial], ok: list[FrozenTrial], failures: Counter[str],
+            stop_reason: str) -> str:
+    timing = size_label(task.timing_sizes[0])
+    out = [
+        f"# Run `{study.study_name}` — task `{task.name}` on {hw.device or hw.name}",
+        "",
+        f"{task.description}",
+        "",
+        f"- Timing size: {timing}; objective in milliseconds (median over samples, L2 flushed).",
+        f"- Ceiling: measured copy bandwidth {hw.bandwidth_ceiling / 1e9:.0f} GB/s; "
+        f"fp32 peak {hw.peak_fp32_flops / 1e12:.1f} TFLOP/s (datasheet).",
+        f"- Trials: {len(done)} finished, {len(ok)} correct, "
+        f"{sum(failures.values())} failed; stopped by: {stop_reason}.",
+        "",
+    ]
+    if failures:
+        out += ["Failures by kind: " + ", ".join(f"{k} {n}" for k, n in failures.most_common()), ""]
+    out += ["## Variants", "",
+            "| variant | operator | trials | failed | default ms | best ms | speedup | best tunables |",
+            "|---|---|---:|---:|---:|---:|---:|---|"]
+    for v in variants:
+        mine = [t for t in done if t.user_attrs.get("variant") == v.id]
+        good = [t for t in mine if t.state == TrialState.COMPLETE]
+        default = next((t.value for t in good if t.params == v.spec.default), None)
+        best = min(good, key=lambda t: t.value) if good else None
+        out.append(
+            f"| {v.name} | {variants.meta[v.id]['operator']} | {len(mine)} | {len(mine) - len(good)} | "
+            f"{_ms(default)} | {_ms(best.value if best else None)} | "
+            f"{f'{default / best.value:.2f}x' if best and default else '-'} | "
+            f"{_fmt(best.params) if best else '-'} |"
+        )
+    out += ["", "## Fastest trials", "",
+            "| trial | variant | ms | IQR ms | GB/s | % of bandwidth | registers | occupancy | tunables |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+    for t in sorted(ok, key=lambda t: t.value)[:10]:
+        a = t.user_attrs
+        out.append(
+            f"| {t.number} | {a.get('variant_name')} | {t.value:.4g} | {a.get('iqr_ms', 0):.2g} | "
+            f"{a.get('gbps', 0):.0f} | {100 * a.get('bandwidth_fraction', 0):.1f} | "
+            f"{a.get('registers', '-')} | {a.get('occupancy', '-')} | {_fmt(t.params)} |"
+        )
+    bad = [t for t in done if t.state == TrialState.FAIL][:10]
+    if bad:
+        out += ["", "## Failed trials (first 10)", "", "| trial | variant | status | reason |", "|---:|---|---|---|"]
+        for t in bad:
+            reason = str(t.user_attrs.get("reason", "")).replace("|", "\\|").replace("\n", " ")[:200]
+            out.append(f"| {t.number} | {t.user_attrs.get('variant_name')} | {t.user_attrs.get('status')} | {reason} |")
+    return "\n".join(out) + "\n"
+
+
+def _ms(v: float | None) -> str:
+    return f"{v:.4g}" if v is not None else "-"
+
+
+def _fmt(tunables: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in tunables.items())

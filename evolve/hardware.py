@@ -1,0 +1,104 @@
+"""Hardware targets: the limits used to check launches and the ceilings results are judged by.
+
+Named targets come from ``conf/hardware/*.yaml`` (datasheet figures). ``auto`` reads the
+device the worker runs on and takes the datasheet peaks of the catalog entry whose
+``device_names`` match it. The copy-bandwidth ceiling is always *measured* (or recorded), not
+taken from a datasheet: a kernel is judged against what the memory system really delivers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+import yaml
+
+from evolve.errors import EvolveError
+from evolve.paths import CONF_DIR
+
+
+@dataclass(frozen=True)
+class Hardware:
+    name: str
+    arch: str  # e.g. sm_90
+    sms: int
+    max_threads_per_block: int
+    max_threads_per_sm: int
+    max_shared_per_block: int  # bytes, with the opt-in attribute raised
+    shared_per_sm: int
+    registers_per_sm: int
+    l2_bytes: int
+    peak_dram_bps: float  # datasheet, bytes/s
+    peak_fp32_flops: float  # datasheet, FLOP/s
+    copy_bandwidth_bps: float | None = None  # measured device-to-device copy (read + write)
+    device: str = ""  # the device's own name, when read from one
+
+    @property
+    def bandwidth_ceiling(self) -> float:
+        return self.copy_bandwidth_bps or self.peak_dram_bps
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Hardware:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def catalog() -> dict[str, tuple[Hardware, list[str]]]:
+    """Named targets with the device-name patterns that identify them."""
+    out = {}
+    for path in sorted((CONF_DIR / "hardware").glob("*.yaml")):
+        raw = yaml.safe_load(path.read_text())
+        if raw.get("name") == "auto":
+            continue
+        out[raw["name"]] = (Hardware.from_dict(raw), list(raw.get("device_names", [])))
+    return out
+
+
+def named(cfg: Mapping[str, Any]) -> Hardware:
+    try:
+        return Hardware.from_dict({k: v for k, v in cfg.items() if k != "device_names"})
+    except TypeError as exc:
+        raise EvolveError(f"hardware {cfg.get('name')}: malformed target ({exc})") from None
+
+
+def from_device(props: Mapping[str, Any]) -> Hardware:
+    """A target for the device the worker reported, with catalog peaks where it is known."""
+    base, key = None, None
+    for name, (hw, patterns) in catalog().items():
+        if any(re.search(p, props["name"]) for p in patterns):
+            base, key = hw, name
+            break
+    return Hardware(
+        name=key or _slug(props["name"]),
+        arch=f"sm_{props['major']}{props['minor']}",
+        sms=props["sms"],
+        max_threads_per_block=props["max_threads_per_block"],
+        max_threads_per_sm=props["max_threads_per_sm"],
+        max_shared_per_block=props["max_shared_per_block"],
+        shared_per_sm=props["shared_per_sm"],
+        registers_per_sm=props["registers_per_sm"],
+        l2_bytes=props["l2_bytes"],
+        peak_dram_bps=base.peak_dram_bps if base else 0.0,
+        peak_fp32_flops=base.peak_fp32_flops if base else 0.0,
+        device=props["name"],
+    )
+
+
+def check_device(target: Hardware, props: Mapping[str, Any]) -> Hardware:
+    """A named target must describe the GPU we measure on; fill in the device's name."""
+    arch = f"sm_{props['major']}{props['minor']}"
+    if arch != target.arch:
+        raise EvolveError(
+            f"hardware={target.name} is {target.arch} but the GPU is {props['name']} ({arch}); "
+            "use hardware=auto"
+        )
+    return replace(target, device=props["name"], l2_bytes=props["l2_bytes"])
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "gpu"

@@ -1,0 +1,303 @@
+"""The launch spec: how a kernel variant is launched and which knobs it exposes.
+
+A variant is CUDA device code with one header comment ``/*@evolve ... */`` holding YAML::
+
+    /*@evolve
+    kernels:                       # launched in this order, every call
+      - name: softmax_rows         # an extern "C" __global__ function in the source
+        grid: rows                 # expression, or a list of up to three
+        block: BLOCK
+        shared: (BLOCK // 32) * 4  # dynamic shared memory in bytes (default 0)
+        args: [x, y, rows, cols]   # task buffers, scratch buffers, or int32 expressions
+    scratch:                       # device buffers the harness allocates (optional)
+      partial: {dtype: float32, size: ceil_div(n, BLOCK), zero: true}
+    tunables:                      # reach the code as -D macros
+      BLOCK: {values: [64, 128, 256, 512], default: 256}
+    restrictions:                  # must hold for a configuration to be tried
+      - BLOCK * UNROLL <= 4096
+    */
+
+Expressions use :mod:`evolve.expr` over the task's sizes and the tunables. The harness owns
+memory, launches and synchronization; the spec only says what to launch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from evolve.errors import SpecError
+from evolve.expr import Expr
+
+MAX_SPEC_CHARS = 16_000
+MAX_KERNELS = 8
+MAX_TUNABLES = 12
+MAX_VALUES = 64
+MAX_SPACE = 200_000
+DTYPES = {"float32": 4, "float64": 8, "float16": 2, "int32": 4, "int64": 8, "uint32": 4}
+
+_HEADER = re.compile(r"/\*@evolve\b(.*?)\*/", re.S)
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_COMMENT_OR_STRING = re.compile(
+    r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S
+)
+_RESERVED = {"min", "max", "ceil_div", "and", "or", "not"}
+
+
+@dataclass(frozen=True)
+class Tunable:
+    name: str
+    values: tuple[int, ...]
+    default: int
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: str
+    grid: tuple[Expr, ...]
+    block: tuple[Expr, ...]
+    shared: Expr
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Scratch:
+    name: str
+    dtype: str
+    size: Expr
+    zero: bool
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    launches: tuple[Launch, ...]
+    scratch: tuple[Scratch, ...]
+    tunables: tuple[Tunable, ...]
+    restrictions: tuple[Expr, ...]
+    raw: Mapping[str, Any]
+
+    @property
+    def default(self) -> dict[str, int]:
+        return {t.name: t.default for t in self.tunables}
+
+    def is_valid(self, tunables: Mapping[str, int]) -> bool:
+        return all(r.holds(tunables) for r in self.restrictions)
+
+    def check(self, tunables: Mapping[str, int]) -> None:
+        """Raise a SpecError naming what is wrong with a configuration."""
+        names = {t.name for t in self.tunables}
+        if set(tunables) != names:
+            raise SpecError(f"tunables {sorted(tunables)} do not match the spec's {sorted(names)}")
+        for t in self.tunables:
+            if tunables[t.name] not in t.values:
+                raise SpecError(f"{t.name}={tunables[t.name]} is not one of {list(t.values)}")
+        for r in self.restrictions:
+            if not r.holds(tunables):
+                raise SpecError(f"restriction {r.text!r} does not hold for {dict(tunables)}")
+
+    def space(self) -> list[dict[str, int]]:
+        """Every valid configuration, in a stable order."""
+        names = [t.name for t in self.tunables]
+        return [
+            cfg
+            for combo in itertools.product(*(t.values for t in self.tunables))
+            if self.is_valid(cfg := dict(zip(names, combo, strict=True)))
+        ]
+
+    def canonical(self) -> str:
+        return json.dumps(self.raw, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Variant:
+    """CUDA source plus its parsed spec; ``id`` is stable under comment/whitespace edits."""
+
+    source: str
+    spec: LaunchSpec
+    id: str
+    name: str
+
+    @classmethod
+    def parse(cls, source: str, name: str = "") -> Variant:
+        spec = parse_spec(source)
+        digest = hashlib.sha256(
+            (normalize_source(source) + "\n" + spec.canonical()).encode()
+        ).hexdigest()[:12]
+        return cls(source=source, spec=spec, id=digest, name=name or digest)
+
+    def with_defines(self, tunables: Mapping[str, int]) -> str:
+        """The source with its tunables baked in, compilable without -D flags."""
+        lines = [f"#define {k} {v}" for k, v in sorted(tunables.items())]
+        return "\n".join([*lines, self.source])
+
+
+CandidateKey = tuple[str, tuple[tuple[str, int], ...]]
+
+
+def candidate_key(variant_id: str, tunables: Mapping[str, int]) -> CandidateKey:
+    """Identity of a candidate: its variant and its tunables, in a hashable form."""
+    return variant_id, tuple(sorted(tunables.items()))
+
+
+def normalize_source(source: str) -> str:
+    """Source without comments and with whitespace collapsed: the identity of the code."""
+
+    def keep_strings(m: re.Match[str]) -> str:
+        return m.group(0) if m.group(0)[0] in "\"'" else " "
+
+    return " ".join(_COMMENT_OR_STRING.sub(keep_strings, source).split())
+
+
+def parse_spec(source: str) -> LaunchSpec:
+    headers = _HEADER.findall(source)
+    if not headers:
+        raise SpecError("no launch spec: the source needs one /*@evolve ... */ header comment")
+    if len(headers) > 1:
+        raise SpecError("more than one /*@evolve ... */ header comment")
+    text = headers[0]
+    if len(text) > MAX_SPEC_CHARS:
+        raise SpecError(f"launch spec longer than {MAX_SPEC_CHARS} characters")
+    try:
+        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=yaml.SafeLoader)):
+            raise SpecError("YAML aliases are not allowed in a launch spec")
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"launch spec is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(raw, dict):
+        raise SpecError("launch spec must be a YAML mapping with 'kernels' and 'tunables'")
+    _only_keys(raw, {"kernels", "scratch", "tunables", "restrictions"}, "spec")
+
+    tunables = tuple(_tunable(n, t) for n, t in _mapping(raw.get("tunables") or {}, "tunables").items())
+    if len(tunables) > MAX_TUNABLES:
+        raise SpecError(f"at most {MAX_TUNABLES} tunables")
+    scratch = tuple(_scratch(n, s) for n, s in _mapping(raw.get("scratch") or {}, "scratch").items())
+    kernels = raw.get("kernels")
+    if not isinstance(kernels, list) or not kernels:
+        raise SpecError("'kernels' must be a non-empty list")
+    if len(kernels) > MAX_KERNELS:
+        raise SpecError(f"at most {MAX_KERNELS} kernel launches")
+    launches = tuple(_launch(i, k) for i, k in enumerate(kernels))
+    restrictions = raw.get("restrictions") or []
+    if not isinstance(restrictions, list):
+        raise SpecError("'restrictions' must be a list of conditions")
+    restr = tuple(Expr(r) for r in restrictions)
+
+    tnames = {t.name for t in tunables}
+    for r in restr:
+        if unknown := r.names - tnames:
+            raise SpecError(f"restriction {r.text!r} uses {sorted(unknown)}, which are not tunables")
+    clash = tnames & {s.name for s in scratch}
+    if clash:
+        raise SpecError(f"{sorted(clash)} are both tunables and scratch buffers")
+    space = 1
+    for t in tunables:
+        space *= len(t.values)
+    if space > MAX_SPACE:
+        raise SpecError(f"search space of {space} configurations exceeds {MAX_SPACE}")
+    spec = LaunchSpec(launches, scratch, tunables, restr, raw)
+    try:
+        spec.check(spec.default)
+    except SpecError as exc:
+        raise SpecError(f"default tunables are invalid: {exc}") from None
+    return spec
+
+
+def _only_keys(d: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    extra = set(map(str, d)) - allowed
+    if extra:
+        raise SpecError(f"unknown key(s) {sorted(extra)} in {where}; allowed: {sorted(allowed)}")
+
+
+def _mapping(v: Any, where: str) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise SpecError(f"'{where}' must be a mapping")
+    return v
+
+
+def _ident(name: Any, what: str) -> str:
+    if not isinstance(name, str) or not _IDENT.match(name) or name in _RESERVED:
+        raise SpecError(f"{what} name {name!r} is not a valid identifier")
+    return name
+
+
+def _exprs(v: Any, where: str) -> tuple[Expr, ...]:
+    items = v if isinstance(v, list) else [v]
+    if not 1 <= len(items) <= 3 or any(isinstance(i, bool | dict | list) or i is None for i in items):
+        raise SpecError(f"{where} must be an expression or a list of 1 to 3 expressions")
+    return tuple(Expr(i) for i in items)
+
+
+def _tunable(name: Any, t: Any) -> Tunable:
+    name = _ident(name, "tunable")
+    if not isinstance(t, dict):
+        raise SpecError(f"tunable {name} must be a mapping {{values: [...], default: ...}}")
+    _only_keys(t, {"values", "default"}, f"tunable {name}")
+    values = t.get("values")
+    if not isinstance(values, list) or not values or len(values) > MAX_VALUES:
+        raise SpecError(f"tunable {name}: 'values' must be a list of 1 to {MAX_VALUES} integers")
+    if any(isinstance(v, bool) or not isinstance(v, int) or abs(v) > 2**31 for v in values):
+        raise SpecError(f"tunable {name}: values must be integers")
+    if len(set(values)) != len(values):
+        raise SpecError(f"tunable {name}: values repeat")
+    default = t.get("default", None)
+    if default not in values:
+        raise SpecError(f"tunable {name}: default {default!r} is not one of its values")
+    return Tunable(name, tuple(sorted(values)), default)
+
+
+def _scratch(name: Any, s: Any) -> Scratch:
+    name = _ident(name, "scratch")
+    if not isinstance(s, dict):
+        raise SpecError(f"scratch {name} must be a mapping {{dtype, size, zero}}")
+    _only_keys(s, {"dtype", "size", "zero"}, f"scratch {name}")
+    dtype = s.get("dtype", "float32")
+    if dtype not in DTYPES:
+        raise SpecError(f"scratch {name}: dtype must be one of {sorted(DTYPES)}")
+    if "size" not in s:
+        raise SpecError(f"scratch {name}: 'size' (elements) is required")
+    zero = s.get("zero", False)
+    if not isinstance(zero, bool):
+        raise SpecError(f"scratch {name}: 'zero' must be true or false")
+    return Scratch(name, dtype, Expr(s["size"]), zero)
+
+
+def _launch(i: int, k: Any) -> Launch:
+    where = f"kernels[{i}]"
+    if not isinstance(k, dict):
+        raise SpecError(f"{where} must be a mapping with name, grid, block, args")
+    _only_keys(k, {"name", "grid", "block", "shared", "args"}, where)
+    for key in ("name", "grid", "block", "args"):
+        if key not in k:
+            raise SpecError(f"{where}: '{key}' is required")
+    args = k["args"]
+    if not isinstance(args, list) or len(args) > 32:
+        raise SpecError(f"{where}: 'args' must be a list (at most 32)")
+    for a in args:
+        if isinstance(a, bool) or not isinstance(a, str | int):
+            raise SpecError(f"{where}: argument {a!r} must be a buffer name or an expression")
+        Expr(a)  # every argument must at least parse
+    return Launch(
+        kernel=_ident(k["name"], "kernel"),
+        grid=_exprs(k["grid"], f"{where}.grid"),
+        block=_exprs(k["block"], f"{where}.block"),
+        shared=Expr(k.get("shared", 0)),
+        args=tuple(str(a) for a in args),
+    )
+
+
+def iter_names(spec: LaunchSpec) -> Iterator[str]:
+    """Every name the spec's launch expressions refer to (for binding checks)."""
+    for launch in spec.launches:
+        for e in (*launch.grid, *launch.block, launch.shared):
+            yield from e.names
+        for a in launch.args:
+            yield from Expr(a).names
+    for s in spec.scratch:
+        yield from s.size.names

@@ -1,0 +1,78 @@
+"""Optuna storage and artifact store from the ``storage`` config group.
+
+SQLite is the default for one process; PostgreSQL (RDB) for many processes or machines; the
+journal file for one node without a database. Kernel sources go to the artifact store, never
+into attributes (MySQL caps those at 64 KiB).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.artifacts import FileSystemArtifactStore
+from optuna.storages import BaseStorage, JournalStorage, RDBStorage
+from optuna.storages.journal import JournalFileBackend
+
+from evolve.errors import EvolveError
+
+HARDWARE_STUDY = "_evolve_hardware"
+
+
+def open_storage(cfg: Mapping[str, Any]) -> tuple[BaseStorage, FileSystemArtifactStore]:
+    kind = cfg.get("kind")
+    artifacts = Path(str(cfg.get("artifacts") or "runs/artifacts"))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    if kind == "rdb":
+        url = cfg.get("url")
+        if not url:
+            raise EvolveError("storage.url is required, e.g. storage.url=postgresql://user@host/db")
+        url = str(url)
+        if url.startswith("sqlite:///"):
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            storage: BaseStorage = RDBStorage(url, engine_kwargs=_engine_kwargs(url))
+        except Exception as exc:  # SQLAlchemy/driver errors: unreachable host, bad URL, ...
+            raise EvolveError(f"cannot open storage {_redact(url)}: {str(exc).splitlines()[0]}") from None
+    elif kind == "journal":
+        path = Path(str(cfg.get("path") or "runs/evolve.journal"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        storage = JournalStorage(JournalFileBackend(str(path)))
+    else:
+        raise EvolveError(f"unknown storage kind {kind!r}: use storage=sqlite, postgres or journal")
+    return storage, FileSystemArtifactStore(str(artifacts))
+
+
+def _engine_kwargs(url: str) -> dict[str, Any]:
+    if url.startswith("sqlite"):
+        return {"connect_args": {"timeout": 60}}
+    return {"pool_pre_ping": True}
+
+
+def _redact(url: str) -> str:
+    """A URL without its password, for messages."""
+    head, sep, tail = url.partition("@")
+    if not sep or ":" not in head.split("//", 1)[-1]:
+        return url
+    scheme, _, cred = head.partition("//")
+    return f"{scheme}//{cred.split(':', 1)[0]}:***@{tail}"
+
+
+def cached_ceiling(storage: BaseStorage, key: str) -> float | None:
+    try:
+        study = optuna.load_study(study_name=HARDWARE_STUDY, storage=storage)
+    except KeyError:
+        return None
+    entry = study.user_attrs.get(key)
+    return float(entry["copy_bandwidth_bps"]) if entry else None
+
+
+def store_ceiling(storage: BaseStorage, key: str, bps: float) -> None:
+    study = optuna.create_study(study_name=HARDWARE_STUDY, storage=storage, load_if_exists=True)
+    study.set_user_attr(
+        "about", "cuda-evolve's cache of measured copy-bandwidth ceilings, one per device"
+    )
+    study.set_user_attr(key, {"copy_bandwidth_bps": bps, "date": dt.date.today().isoformat()})

@@ -1,0 +1,231 @@
+"""A task: what to compute, at which sizes, against which reference, judged how.
+
+Tasks are configuration (``conf/task/*.yaml``) plus seed kernels; this module turns that
+configuration into an object the evaluator uses the same way on the host (NumPy) and on the
+GPU (CuPy).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evolve import references
+from evolve.errors import EvolveError, SpecError
+from evolve.expr import Expr
+from evolve.paths import KERNELS_DIR
+from evolve.spec import DTYPES, Variant
+
+ROLES = ("input", "output")
+
+
+@dataclass(frozen=True)
+class Init:
+    """Input distribution: normal * scale + shift, scale and shift drawn per round."""
+
+    scale: tuple[float, float] = (0.5, 4.0)
+    shift: tuple[float, float] = (-2.0, 2.0)
+
+
+@dataclass(frozen=True)
+class Arg:
+    name: str
+    role: str
+    dtype: str
+    shape: tuple[Expr, ...]
+    init: Init
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Pass iff |out-ref| <= atol*max|ref| + rtol*|ref| everywhere and rel. L2 error <= l2."""
+
+    atol: float
+    rtol: float
+    l2: float
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    description: str
+    args: tuple[Arg, ...]
+    correctness_sizes: tuple[dict[str, int], ...]
+    timing_sizes: tuple[dict[str, int], ...]
+    reference: Callable[..., dict[str, Any]]
+    tolerance: Tolerance
+    bytes_expr: Expr
+    flops_expr: Expr
+    defines: tuple[tuple[str, str], ...]
+    seed_paths: tuple[Path, ...]
+    config: Mapping[str, Any]
+
+    @property
+    def inputs(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if a.role == "input")
+
+    @property
+    def outputs(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if a.role == "output")
+
+    def shape(self, arg: Arg, sizes: Mapping[str, int]) -> tuple[int, ...]:
+        return tuple(e.int_value(sizes) for e in arg.shape)
+
+    def bytes(self, sizes: Mapping[str, int]) -> int:
+        return self.bytes_expr.int_value(sizes)
+
+    def flops(self, sizes: Mapping[str, int]) -> int:
+        return self.flops_expr.int_value(sizes)
+
+    def make_inputs(self, xp: Any, sizes: Mapping[str, int], seed: int) -> dict[str, Any]:
+        """Fresh signed, scaled inputs for one round; the seed is secret to the kernel."""
+        params = np.random.default_rng(seed)
+        out = {}
+        for i, arg in enumerate(self.inputs):
+            shape = self.shape(arg, sizes)
+            scale = params.uniform(*arg.init.scale)
+            shift = params.uniform(*arg.init.shift)
+            sub_seed = (seed * 1_000_003 + i) % 2**63
+            if xp is np:
+                v = np.random.default_rng(sub_seed).standard_normal(shape, dtype=np.float32)
+            else:
+                v = xp.random.RandomState(sub_seed).standard_normal(shape, dtype=xp.float32)
+            out[arg.name] = (v * np.float32(scale) + np.float32(shift)).astype(arg.dtype, copy=False)
+        return out
+
+    def expected(self, xp: Any, inputs: Mapping[str, Any], sizes: Mapping[str, int]) -> dict[str, Any]:
+        """The float64 reference outputs, shaped like the task's outputs."""
+        wide = {k: v.astype(xp.float64) for k, v in inputs.items()}
+        ref = self.reference(xp, wide, dict(sizes))
+        for arg in self.outputs:
+            want = self.shape(arg, sizes)
+            if arg.name not in ref or tuple(ref[arg.name].shape) != want:
+                raise EvolveError(
+                    f"task {self.name}: reference must return {arg.name!r} with shape {want}"
+                )
+        return ref
+
+    def seeds(self) -> list[Variant]:
+        out = []
+        for path in self.seed_paths:
+            try:
+                out.append(Variant.parse(path.read_text(), name=f"{path.stem}"))
+            except SpecError as exc:
+                raise EvolveError(f"seed {path}: {exc}") from None
+        return out
+
+    def fingerprint(self) -> str:
+        """Identifies the task definition, so a resumed study can refuse a changed task."""
+        return hashlib.sha256(json.dumps(self.config, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def size_label(sizes: Mapping[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def load_task(cfg: Mapping[str, Any]) -> Task:
+    """Build a Task from its configuration, with errors that name the offending key."""
+    name = str(cfg.get("name", "?"))
+
+    def fail(msg: str) -> EvolveError:
+        return EvolveError(f"task {name}: {msg}")
+
+    try:
+        args = tuple(_arg(n, a) for n, a in (cfg.get("args") or {}).items())
+        sizes = cfg.get("sizes") or {}
+        correctness = tuple(_sizes(s) for s in sizes.get("correctness") or [])
+        timing = tuple(_sizes(s) for s in sizes.get("timing") or [])
+        tol = cfg.get("tolerance") or {}
+        tolerance = Tolerance(float(tol["atol"]), float(tol["rtol"]), float(tol["l2"]))
+        traffic = cfg.get("traffic") or {}
+        bytes_expr, flops_expr = Expr(traffic["bytes"]), Expr(traffic.get("flops", 0))
+    except (KeyError, TypeError, ValueError, SpecError) as exc:
+        raise fail(f"malformed configuration ({exc.__class__.__name__}: {exc})") from None
+    if not any(a.role == "input" for a in args) or not any(a.role == "output" for a in args):
+        raise fail("needs at least one input and one output argument")
+    if not correctness or not timing:
+        raise fail("needs sizes.correctness and sizes.timing")
+    size_names = set(correctness[0])
+    for s in (*correctness, *timing):
+        if set(s) != size_names:
+            raise fail(f"every size must name {sorted(size_names)}, got {sorted(s)}")
+    if clash := size_names & {a.name for a in args}:
+        raise fail(f"{sorted(clash)} are both sizes and arguments")
+    seed_paths = tuple(_resolve_seed(name, p) for p in cfg.get("seeds") or [])
+    if not seed_paths:
+        raise fail("needs at least one seed kernel in 'seeds'")
+    task = Task(
+        name=name,
+        description=str(cfg.get("description", "")),
+        args=args,
+        correctness_sizes=correctness,
+        timing_sizes=timing,
+        reference=_resolve_reference(name, str(cfg.get("reference", name))),
+        tolerance=tolerance,
+        bytes_expr=bytes_expr,
+        flops_expr=flops_expr,
+        defines=tuple((str(k), str(v)) for k, v in (cfg.get("defines") or {}).items()),
+        seed_paths=seed_paths,
+        config=dict(cfg),
+    )
+    for s in (*correctness, *timing):
+        for a in args:
+            try:
+                task.shape(a, s)
+            except SpecError as exc:
+                raise fail(f"shape of {a.name}: {exc}") from None
+    return task
+
+
+def _arg(name: str, a: Mapping[str, Any]) -> Arg:
+    role, dtype = a.get("role"), a.get("dtype", "float32")
+    if role not in ROLES:
+        raise ValueError(f"argument {name}: role must be one of {ROLES}")
+    if dtype not in DTYPES:
+        raise ValueError(f"argument {name}: dtype must be one of {sorted(DTYPES)}")
+    init = a.get("init") or {}
+    return Arg(
+        name=name,
+        role=role,
+        dtype=dtype,
+        shape=tuple(Expr(e) for e in a["shape"]),
+        init=Init(
+            scale=tuple(init.get("scale", Init.scale)),  # type: ignore[arg-type]
+            shift=tuple(init.get("shift", Init.shift)),  # type: ignore[arg-type]
+        ),
+    )
+
+
+def _sizes(s: Mapping[str, Any]) -> dict[str, int]:
+    out = {}
+    for k, v in s.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"size {k}={v!r} must be a positive integer")
+        out[str(k)] = v
+    return out
+
+
+def _resolve_seed(task: str, p: str) -> Path:
+    """Seeds are paths: absolute, relative to the working directory, or to kernels/."""
+    for path in (Path(p), KERNELS_DIR / p):
+        if path.is_file():
+            return path.resolve()
+    raise EvolveError(f"task {task}: seed kernel {p!r} not found (looked in . and {KERNELS_DIR})")
+
+
+def _resolve_reference(task: str, ref: str) -> Callable[..., dict[str, Any]]:
+    module, _, func = ref.rpartition(":")
+    try:
+        obj = getattr(importlib.import_module(module) if module else references, func)
+    except (ImportError, AttributeError):
+        raise EvolveError(
+            f"task {task}: reference {ref!r} not found (a name in evolve.references or module:function)"
+        ) from None
+    return obj

@@ -1,0 +1,102 @@
+"""Numeric tuning of one variant's tunables, from that variant's own history.
+
+Each variant gets a private in-memory Optuna study driven by the configured sampler. Tunables
+are presented to it as ordinal indices into their sorted values, so TPE, CMA-ES and GP can
+exploit order (64 < 128 < 256). The run's study in storage stays the record; this one is only
+the sampler's view. Invalid configurations (restrictions) and repeats cost no budget: they
+are answered here and the sampler is asked again; when it keeps repeating itself, an unseen
+configuration is drawn at random, and an exhausted space is reported as such.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+
+import optuna
+from optuna.distributions import IntDistribution
+from optuna.samplers import BaseSampler
+from optuna.trial import Trial, TrialState
+
+from evolve.spec import CandidateKey, LaunchSpec, candidate_key
+
+MAX_ASKS = 30
+
+
+class VariantTuner:
+    def __init__(self, variant_id: str, spec: LaunchSpec, sampler: BaseSampler, seed: int | None):
+        self.variant_id = variant_id
+        self.spec = spec
+        self.space = spec.space()
+        self.dists = {t.name: IntDistribution(0, len(t.values) - 1) for t in spec.tunables}
+        self.study = optuna.create_study(sampler=sampler, direction="minimize")
+        self.results: dict[CandidateKey, float | None] = {}  # measured: value (ms) or None if failed
+        self.pending: dict[CandidateKey, Trial | None] = {}  # proposed, not yet measured
+        self._rng = random.Random(seed)
+
+    @property
+    def exhausted(self) -> bool:
+        return len(self.results) + len(self.pending) >= len(self.space)
+
+    @property
+    def best(self) -> float | None:
+        values = [v for v in self.results.values() if v is not None]
+        return min(values) if values else None
+
+    @property
+    def n_measured(self) -> int:
+        return len(self.results)
+
+    def known(self, cfg: Mapping[str, int]) -> bool:
+        k = candidate_key(self.variant_id, cfg)
+        return k in self.results or k in self.pending
+
+    def mark_pending(self, cfg: Mapping[str, int]) -> None:
+        self.pending.setdefault(candidate_key(self.variant_id, cfg), None)
+
+    def observe(self, cfg: Mapping[str, int], value: float | None) -> None:
+        """Feed a measured configuration (value None: it failed)."""
+        k = candidate_key(self.variant_id, cfg)
+        trial = self.pending.pop(k, None)
+        self.results[k] = value
+        if trial is not None:
+            self._tell(trial, value)
+        else:
+            self.study.add_trial(optuna.trial.create_trial(
+                params=self._indices(cfg), distributions=self.dists,
+                value=value, state=TrialState.COMPLETE if value is not None else TrialState.FAIL,
+            ))
+
+    def propose(self) -> dict[str, int] | None:
+        """A configuration not measured or pending yet, or None when the space is exhausted."""
+        if self.exhausted:
+            return None
+        for _ in range(MAX_ASKS):
+            trial = self.study.ask()
+            cfg = {
+                t.name: t.values[trial.suggest_int(t.name, 0, len(t.values) - 1)]
+                for t in self.spec.tunables
+            }
+            k = candidate_key(self.variant_id, cfg)
+            if not self.spec.is_valid(cfg):
+                self.study.tell(trial, state=TrialState.FAIL)
+            elif k in self.results:
+                self._tell(trial, self.results[k])
+            elif k in self.pending:
+                self.study.tell(trial, state=TrialState.FAIL)
+            else:
+                self.pending[k] = trial
+                return cfg
+        unseen = [c for c in self.space if not self.known(c)]
+        cfg = self._rng.choice(unseen)
+        self.mark_pending(cfg)
+        return cfg
+
+    def _tell(self, trial: Trial, value: float | None) -> None:
+        if value is None:
+            self.study.tell(trial, state=TrialState.FAIL)
+        else:
+            self.study.tell(trial, value)
+
+    def _indices(self, cfg: Mapping[str, int]) -> dict[str, int]:
+        return {t.name: t.values.index(cfg[t.name]) for t in self.spec.tunables}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +115,9 @@ def _open_study(storage: optuna.storages.BaseStorage, name: str, task: Task,
     }
     old = {k: study.user_attrs.get(k) for k in identity}
     if all(v is None for v in old.values()):
-        study.set_metric_names(["time_ms"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(["time_ms"])
         for k, v in identity.items():
             study.set_user_attr(k, v)
         study.set_user_attr("device", hw.device)

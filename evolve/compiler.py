@@ -7,6 +7,7 @@ sources are data: they go to NVRTC and nowhere else, and may include only CUDA's
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -59,8 +60,20 @@ def check_includes(source: str) -> str | None:
 
 
 def options(defines: Mapping[str, object], arch: str) -> list[str]:
-    return ["--std=c++17", f"-arch={arch}", "-lineinfo",
+    return ["--std=c++17", f"-arch={arch}", "-lineinfo", *(f"-I{d}" for d in _cuda_include_dirs()),
             *(f"-D{k}={v}" for k, v in sorted(defines.items()))]
+
+
+@functools.cache
+def _cuda_include_dirs() -> tuple[str, ...]:
+    """CUDA's own headers (cuda_fp16.h, ...), which NVRTC does not find by itself."""
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+
+        found = find_nvidia_header_directory("cudart")
+    except Exception:
+        found = None
+    return (found,) if found else ()
 
 
 def sanitize(log: str) -> str:
@@ -110,7 +123,7 @@ def compile_cuda(source: str, defines: Mapping[str, object], arch: str,
     return Compiled(cubin, log, seconds, False)
 
 
-def _nvrtc():  # noqa: ANN202 - a CuPy extension module
+def _nvrtc():
     try:
         from cupy_backends.cuda.libs import nvrtc
         nvrtc.getVersion()

@@ -21,7 +21,9 @@ def make_sampler(name: str, seed: int | None) -> BaseSampler:
         try:
             importlib.import_module(module)
         except ImportError:
-            raise EvolveError(f"search.sampler={name} needs the {module} package: pip install {module}") from None
+            raise EvolveError(
+                f"search.sampler={name} needs the {module} package: pip install {module}"
+            ) from None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         match name:
@@ -36,4 +38,12 @@ def make_sampler(name: str, seed: int | None) -> BaseSampler:
             case "qmc":
                 return optuna.samplers.QMCSampler(seed=seed)
             case _:
-                return optuna.samplers.BruteForceSampler(seed=seed)
+                return _Exhaustive(seed=seed)
+
+
+class _Exhaustive(optuna.samplers.BruteForceSampler):
+    """Every configuration once, in random order. Stopping is the tuner's call: the stock
+    sampler calls ``study.stop()``, which only works inside ``study.optimize``."""
+
+    def after_trial(self, *args: object, **kwargs: object) -> None:
+        pass

@@ -6,6 +6,7 @@ on any machine, and it says plainly when a candidate was never measured.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -23,6 +24,7 @@ from evolve.task import Task, size_label
 class ReplayBackend:
     def __init__(self, cfg: Mapping[str, Any]):
         self.extra = [Path(p) for p in cfg.get("recordings") or []]
+        self.delay_s = float(cfg.get("delay_s") or 0.0)
 
     def start(self, task: Task, target: Hardware | None) -> Hardware:
         available = sorted(str(p.relative_to(RECORDINGS_DIR)) for p in RECORDINGS_DIR.glob("*/*.jsonl"))
@@ -45,6 +47,7 @@ class ReplayBackend:
 
     def evaluate(self, variant: Variant, tunables: Mapping[str, int],
                  sizes: list[dict[str, int]]) -> Measurement:
+        time.sleep(self.delay_s)
         m = self.rec.measurements.get(candidate_key(variant.id, tunables))
         where = f"{self.hardware.name}/{self.task.name}"
         if m is None:

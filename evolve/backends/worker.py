@@ -8,6 +8,7 @@ trap) ends the process, which is restarted. The search process never touches CUD
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -18,6 +19,7 @@ STARTUP_TIMEOUT_S = 120.0
 
 def serve(conn: Connection, device: int) -> None:
     """Worker main loop: answer requests until told to stop or the context is poisoned."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the search process's to handle
     try:
         import cupy as cp
 

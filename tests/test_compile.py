@@ -1,0 +1,86 @@
+"""Every seed compiles with NVRTC for sm_90 (no GPU needed); the include allow-list holds."""
+
+import os
+import random
+
+import pytest
+from conftest import TASKS, task
+
+from evolve.compiler import CompileError, check_includes, compile_cuda, sanitize
+from evolve.errors import EvolveError
+
+
+def _nvrtc_or_skip() -> None:
+    try:
+        from evolve.compiler import nvrtc_version
+
+        nvrtc_version()
+    except EvolveError:
+        if os.environ.get("EVOLVE_REQUIRE_NVRTC"):
+            raise
+        pytest.skip("NVRTC not installed (pip install -e '.[test]')")
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_every_seed_compiles_for_sm90(name: str) -> None:
+    _nvrtc_or_skip()
+    t = task(name)
+    rng = random.Random(0)
+    for v in t.seeds():
+        space = v.spec.space()
+        sample = {tuple(v.spec.default.items()), tuple(space[0].items()), tuple(space[-1].items())}
+        sample |= {tuple(c.items()) for c in rng.sample(space, min(2, len(space)))}
+        for cfg in sample:
+            c = compile_cuda(v.source, {**dict(cfg), **dict(t.defines)}, "sm_90", cache=False)
+            assert c.cubin[:4] == b"\x7fELF", f"{v.name} {cfg}: not a cubin"
+
+
+def test_compile_errors_carry_a_sanitized_log() -> None:
+    _nvrtc_or_skip()
+    with pytest.raises(CompileError) as err:
+        compile_cuda('extern "C" __global__ void k() { undeclared_thing = 1; }', {}, "sm_90", cache=False)
+    assert "undeclared_thing" in str(err.value) and "error" in str(err.value)
+
+
+def test_cuda_headers_are_allowed_and_compile() -> None:
+    _nvrtc_or_skip()
+    src = '#include <cuda_fp16.h>\nextern "C" __global__ void k(__half* x) { x[0] = __float2half(1.f); }'
+    assert compile_cuda(src, {}, "sm_90", cache=False).cubin
+
+
+def test_cache_returns_the_same_cubin(tmp_path, monkeypatch) -> None:
+    _nvrtc_or_skip()
+    monkeypatch.setattr("evolve.compiler.CACHE_DIR", tmp_path)
+    src = 'extern "C" __global__ void k(float* x) { x[0] = BLOCK; }'
+    first = compile_cuda(src, {"BLOCK": 3}, "sm_90")
+    second = compile_cuda(src, {"BLOCK": 3}, "sm_90")
+    assert not first.cached and second.cached and first.cubin == second.cubin
+    assert not compile_cuda(src, {"BLOCK": 4}, "sm_90").cached
+
+
+@pytest.mark.parametrize("source", [
+    '#include "/etc/passwd"',
+    "#include </etc/passwd>",
+    "#include <../../etc/passwd>",
+    '  #  include "kernel_helpers.h"',
+    "%:include </etc/passwd>",
+    "#inc\\\nlude </etc/passwd>",
+    "#define P </etc/passwd>\n#include P",
+    "#include_next <stdio.h>",
+    "#embed </etc/passwd>",
+    "#if __has_include(</etc/passwd>)\n#endif",
+    "#include <stdio.h>",
+])
+def test_forbidden_includes_are_refused_before_compiling(source: str) -> None:
+    assert check_includes(source) is not None
+    with pytest.raises(CompileError, match="not allowed"):
+        compile_cuda(source + '\nextern "C" __global__ void k() {}', {}, "sm_90", cache=False)
+
+
+def test_allowed_includes_pass_the_check() -> None:
+    assert check_includes("#include <cuda_fp16.h>\n#include <cstdint> // ints\n#pragma unroll") is None
+
+
+def test_sanitize_removes_host_paths() -> None:
+    log = "/tmp/tmpab12/kernel.cu(3): error: x\n/home/alice/secret/dir/helper.cuh(1): note"
+    assert sanitize(log) == "kernel.cu(3): error: x\nhelper.cuh(1): note"

@@ -1,0 +1,126 @@
+"""The GPU suite (pytest -m gpu on the GPU machine): real kernels, really measured."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import optuna
+import pytest
+from conftest import TASKS, task
+from null_kernels import null_variants
+
+from evolve.backends.cupy_backend import CupyBackend
+from evolve.hardware import Hardware
+from evolve.measurement import Status
+from evolve.objective import Objective
+from evolve.paths import ROOT
+from evolve.search import Search, SearchSettings
+from evolve.spec import Variant
+from evolve.task import Task
+from evolve.variants import VariantStore
+
+pytestmark = pytest.mark.gpu
+Get = Callable[[str], tuple[Task, CupyBackend, Hardware]]
+
+
+@pytest.fixture(scope="module")
+def gpu() -> Iterator[Get]:
+    made: dict[str, tuple[Task, CupyBackend, Hardware]] = {}
+
+    def get(name: str) -> tuple[Task, CupyBackend, Hardware]:
+        if name not in made:
+            t = task(name)
+            b = CupyBackend({"timeout_s": 120, "timing": {}})
+            made[name] = (t, b, b.start(t, None))
+        return made[name]
+
+    yield get
+    for _, b, _ in made.values():
+        b.close()
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_every_seed_passes_at_its_default(gpu: Get, name: str) -> None:
+    t, b, _ = gpu(name)
+    for v in t.seeds():
+        m = b.evaluate(v, v.spec.default, t.timing_sizes[:1])
+        assert m.status is Status.OK, f"{v.name}: {m.status} {m.reason}"
+        assert next(iter(m.timings.values())).median_s > 0
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_null_kernels_are_rejected(gpu: Get, name: str) -> None:
+    t, b, _ = gpu(name)
+    for case, v in null_variants(t).items():
+        m = b.evaluate(v, {}, t.timing_sizes[:1])
+        assert m.status is Status.WRONG, f"{case}: {m.status} {m.reason}"
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_same_kernel_timed_twice_agrees_within_2_percent(gpu: Get, name: str) -> None:
+    t, b, _ = gpu(name)
+    v = t.seeds()[-1]
+    a, c = (b.evaluate(v, v.spec.default, t.timing_sizes[:1]) for _ in range(2))
+    assert a.ok and c.ok
+    ta, tc = (next(iter(m.timings.values())).median_s for m in (a, c))
+    assert abs(ta - tc) / min(ta, tc) <= 0.02, (ta, tc)
+
+
+def test_poisoned_context_and_hang_restart_the_worker(gpu: Get) -> None:
+    t, b, _ = gpu("vector_add")
+    spec = """/*@evolve
+kernels:
+  - {name: bad, grid: 1, block: 32, args: [c]}
+*/
+"""
+    illegal = Variant.parse(spec + 'extern "C" __global__ void bad(float* c) '
+                            '{ ((float*)0x10)[threadIdx.x] = 1.0f; }')
+    m = b.evaluate(illegal, {}, t.timing_sizes[:1])
+    assert m.status is Status.CRASHED, m.reason
+    hang = Variant.parse(spec + 'extern "C" __global__ void bad(float* c) '
+                         '{ for (;;) __nanosleep(1000); }')
+    b.timeout_s, saved = 20, b.timeout_s
+    try:
+        m = b.evaluate(hang, {}, t.timing_sizes[:1])
+    finally:
+        b.timeout_s = saved
+    assert m.status is Status.TIMEOUT, m.reason
+    seed = t.seeds()[0]
+    assert b.evaluate(seed, seed.spec.default, t.timing_sizes[:1]).ok  # the worker came back
+
+
+def test_tuning_beats_the_seed_default_on_most_tasks(gpu: Get, tmp_path: Path) -> None:
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/t.db")
+    artifacts = optuna.artifacts.FileSystemArtifactStore(str(tmp_path))
+    wins = {}
+    for name in TASKS:
+        t, b, hw = gpu(name)
+        study = optuna.create_study(study_name=name, storage=storage)
+        variants = VariantStore(study, artifacts)
+        search = Search(study, variants, b, t, Objective("latency", "first"), hw,
+                        SearchSettings(n_trials=14, seed=0, progress=False))
+        search.add_seeds(t.seeds())
+        search.run()
+        base = min(t.value for t in study.trials
+                   if t.user_attrs.get("operator") == "seed" and t.value is not None)
+        wins[name] = (base, study.best_value)
+        print(f"{name}: best seed default {base:.4f} ms -> tuned {study.best_value:.4f} ms")
+    assert sum(best < base * 0.98 for base, best in wins.values()) >= 4, wins
+
+
+def test_evolve_end_to_end_then_resume(in_tmp: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    cmd = [sys.executable, "-m", "evolve", "task=vector_add", "run.name=e2e", "search.progress=false"]
+    first = subprocess.run([*cmd, "search.n_trials=3"], capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr
+    assert "best" in first.stdout and (in_tmp / "runs/e2e/best.cu").is_file()
+    second = subprocess.run([*cmd, "search.n_trials=5"], capture_output=True, text=True, env=env)
+    assert second.returncode == 0, second.stderr
+    study = optuna.load_study(study_name="e2e", storage="sqlite:///runs/evolve.db")
+    finished = [t for t in study.trials if t.state.is_finished()]
+    assert len(finished) == 5
+    assert len({(t.user_attrs["variant"], tuple(sorted(t.params.items()))) for t in finished}) == 5

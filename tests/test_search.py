@@ -1,0 +1,182 @@
+"""The search loop on the replay backend (recorded H200 measurements) with real SQLite storage."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from hydra import compose, initialize_config_dir
+from optuna.trial import TrialState
+
+from evolve.cli import run
+from evolve.paths import CONF_DIR, ROOT
+from evolve.recording import builtin_path
+from evolve.search import counts_toward_budget
+
+REPLAY = ["backend=replay", "hardware=h200", "search.progress=false"]
+
+
+def evolve(*overrides: str) -> float | None:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[*REPLAY, *overrides])
+    return run(cfg)
+
+
+def study(name: str) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage="sqlite:///runs/evolve.db")
+
+
+def finished(name: str) -> list[optuna.trial.FrozenTrial]:
+    return [t for t in study(name).trials if counts_toward_budget(t)]
+
+
+def recorded_space(task: str) -> int:
+    return sum(1 for line in builtin_path("h200", task).read_text().splitlines()
+               if json.loads(line)["kind"] == "measurement")
+
+
+def test_run_spends_the_budget_and_exports(in_tmp: Path) -> None:
+    best = evolve("task=softmax", "run.name=a", "search.n_trials=10", "search.seed=1")
+    trials = finished("a")
+    assert len(trials) == 10
+    assert best == min(t.value for t in trials if t.state == TrialState.COMPLETE)
+    ops = [t.user_attrs["operator"] for t in sorted(trials, key=lambda t: t.number)]
+    assert ops[:2] == ["seed", "seed"] and set(ops[2:]) == {"tune"}
+    out = json.loads((in_tmp / "runs/a/best.json").read_text())
+    assert out["time_ms"] == best and out["speedup"] >= 1.0
+    assert "#define" in (in_tmp / "runs/a/best.cu").read_text()
+    assert "| variant |" in (in_tmp / "runs/a/report.md").read_text()
+    keys = {(t.user_attrs["variant"], tuple(sorted(t.params.items()))) for t in trials}
+    assert len(keys) == 10, "no candidate is measured twice"
+
+
+def test_resume_continues_to_the_same_total(in_tmp: Path) -> None:
+    evolve("task=softmax", "run.name=r", "search.n_trials=4")
+    first = {t.number: t.value for t in finished("r")}
+    evolve("task=softmax", "run.name=r", "search.n_trials=9")
+    again = finished("r")
+    assert len(again) == 9
+    assert {t.number: t.value for t in again if t.number in first} == first  # nothing lost
+    evolve("task=softmax", "run.name=r", "search.n_trials=9")
+    assert len(finished("r")) == 9  # the budget is spent: nothing more runs
+    seeds = [t for t in again if t.user_attrs["operator"] == "seed"]
+    assert len(seeds) == 2, "seeds are not measured again on resume"
+
+
+def test_stale_running_trial_is_retried_without_charging_the_budget(in_tmp: Path) -> None:
+    evolve("task=softmax", "run.name=s", "search.n_trials=3")
+    s = study("s")
+    last = max(finished("s"), key=lambda t: t.number)
+    s.enqueue_trial(last.params, user_attrs={k: last.user_attrs[k] for k in ("variant", "variant_name",
+                                                                              "operator", "parents")})
+    s.ask()  # now RUNNING, as a process killed mid-measurement leaves it
+    evolve("task=softmax", "run.name=s", "search.n_trials=5")
+    trials = study("s").trials
+    interrupted = [t for t in trials if t.user_attrs.get("status") == "interrupted"]
+    assert len(interrupted) == 1 and interrupted[0].state == TrialState.FAIL
+    assert len(finished("s")) == 5
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+
+
+def test_search_stops_when_every_configuration_is_measured(in_tmp: Path) -> None:
+    evolve("task=transpose", "run.name=x", "search.n_trials=100000", "search.sampler=random")
+    assert len(finished("x")) == recorded_space("transpose")
+    assert json.loads((in_tmp / "runs/x/best.json").read_text())["stop_reason"] == "exhausted"
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "random", "bruteforce", "qmc", "cmaes"])
+def test_samplers_find_a_configuration_faster_than_the_defaults(in_tmp: Path, sampler: str) -> None:
+    evolve("task=softmax", f"run.name={sampler}", "search.n_trials=20", f"search.sampler={sampler}",
+           "search.seed=3")
+    trials = [t for t in finished(sampler) if t.state == TrialState.COMPLETE]
+    seed_best = min(t.value for t in trials if t.user_attrs["operator"] == "seed")
+    assert min(t.value for t in trials) < seed_best
+
+
+def test_timeout_is_a_total_over_resumes(in_tmp: Path) -> None:
+    evolve("task=softmax", "run.name=t", "search.n_trials=1000", "search.timeout=0.3",
+           "backend.delay_s=0.05")
+    n = len(finished("t"))
+    assert 2 <= n < 1000
+    assert study("t").user_attrs["elapsed_s"] >= 0.3
+    evolve("task=softmax", "run.name=t", "search.n_trials=1000", "search.timeout=0.3",
+           "backend.delay_s=0.05")
+    assert len(finished("t")) == n  # no time left
+
+
+def test_unrecorded_candidates_are_reported_not_invented(in_tmp: Path, tmp_path: Path) -> None:
+    kernels = tmp_path / "k"
+    kernels.mkdir()
+    src = (ROOT / "kernels/vector_add/naive.cu").read_text().replace("a[i] + b[i]", "b[i] + a[i]")
+    (kernels / "mine.cu").write_text(src)
+    evolve("task=vector_add", "run.name=u", "search.n_trials=3", f"task.seeds=[{kernels / 'mine.cu'}]")
+    trials = finished("u")
+    assert {t.user_attrs["status"] for t in trials} == {"not_recorded"}
+    assert "not in the h200/vector_add recording" in trials[0].user_attrs["reason"]
+    assert not (in_tmp / "runs/u/best.cu").exists()
+
+
+def test_changed_task_refuses_to_resume_the_study(in_tmp: Path) -> None:
+    from evolve.errors import EvolveError
+
+    evolve("task=softmax", "run.name=c", "search.n_trials=2")
+    with pytest.raises(EvolveError, match="different setup"):
+        evolve("task=softmax", "run.name=c", "search.n_trials=2", "task.tolerance.rtol=0.1")
+
+
+def test_sigint_stops_cleanly_and_the_run_resumes(in_tmp: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "evolve", "task=softmax", "run.name=i", "search.n_trials=12", *REPLAY]
+    proc = subprocess.Popen([*cmd, "backend.delay_s=0.3"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        if Path("runs/evolve.db").exists():
+            try:
+                if len(finished("i")) >= 3:
+                    break
+            except KeyError:
+                pass
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "resume with" in err and "Traceback" not in err
+    done = len(finished("i"))
+    assert 3 <= done < 12
+    resumed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(finished("i")) == 12
+    s = study("i")
+    assert not [t for t in s.trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+
+
+def test_sigkill_mid_run_then_resume_loses_nothing(in_tmp: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "evolve", "task=softmax", "run.name=k", "search.n_trials=10", *REPLAY]
+    proc = subprocess.Popen([*cmd, "backend.delay_s=0.3"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        try:
+            if len(finished("k")) >= 3:
+                break
+        except (KeyError, Exception):
+            pass
+    proc.kill()
+    proc.wait()
+    before = {t.number: t.value for t in finished("k")}
+    subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=120)
+    after = finished("k")
+    assert len(after) == 10
+    assert {t.number: t.value for t in after if t.number in before} == before
+    keys = [(t.user_attrs["variant"], tuple(sorted(t.params.items()))) for t in after]
+    assert len(set(keys)) == len(keys), "no candidate measured twice"

@@ -1,0 +1,112 @@
+import numpy as np
+import pytest
+from conftest import TASKS, hardware_config, task, task_config
+
+from evolve.correctness import admit, compare, trivial_outputs
+from evolve.errors import EvolveError, SpecError
+from evolve.hardware import named
+from evolve.plan import make_plan
+from evolve.task import Tolerance, load_task
+
+H200 = named(hardware_config("h200"))
+
+
+def test_all_six_builtin_tasks_exist() -> None:
+    assert set(TASKS) >= {"vector_add", "reduce_sum", "softmax", "layernorm", "transpose", "sgemm"}
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_task_is_admitted_and_has_two_seeds(name: str) -> None:
+    t = task(name)
+    admit(t)  # trivial kernels fail its check
+    assert len(t.seeds()) >= 2
+    assert any(min(s.values()) == 1 or any(v % 2 for v in s.values()) for s in t.correctness_sizes)
+    timing = t.timing_sizes[0]
+    assert t.bytes(timing) >= 1 << 28 or t.flops(timing) >= 1e11, "the timing size must fill an H200"
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_every_configuration_of_every_seed_plans_at_every_size(name: str) -> None:
+    t = task(name)
+    for v in t.seeds():
+        space = v.spec.space()
+        assert 2 <= len(space) <= 200, f"{v.name}: {len(space)} configurations"
+        for cfg in space:
+            for sizes in (*t.correctness_sizes, *t.timing_sizes):
+                plan = make_plan(v.spec, t, sizes, cfg, H200)
+                assert plan.calls
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_inputs_are_fresh_per_seed_signed_and_reproducible(name: str) -> None:
+    t = task(name)
+    sizes = t.correctness_sizes[-1]
+    a, b, c = (t.make_inputs(np, sizes, s) for s in (1, 1, 2))
+    for k in a:
+        assert np.array_equal(a[k], b[k])
+        assert not np.array_equal(a[k], c[k])
+        assert a[k].dtype == np.float32
+    x = np.concatenate([v.ravel() for v in a.values()])
+    assert x.std() > 0.1
+
+
+def test_admission_refuses_a_task_a_trivial_kernel_passes() -> None:
+    cfg = task_config("vector_add")
+    cfg["tolerance"] = {"atol": 10.0, "rtol": 10.0, "l2": 10.0}
+    with pytest.raises(EvolveError, match="not admitted"):
+        admit(load_task(cfg))
+
+
+@pytest.mark.parametrize(("patch", "message"), [
+    ({"args": {}}, "input and one output"),
+    ({"sizes": {"correctness": [{"n": 1}], "timing": []}}, "sizes.correctness and sizes.timing"),
+    ({"sizes": {"correctness": [{"n": 1}], "timing": [{"m": 2}]}}, "every size must name"),
+    ({"sizes": {"correctness": [{"n": 0}], "timing": [{"n": 2}]}}, "positive integer"),
+    ({"seeds": ["nope/missing.cu"]}, "not found"),
+    ({"reference": "no_such_reference"}, "reference"),
+    ({"tolerance": {"atol": 1}}, "malformed"),
+])
+def test_malformed_task_configs(patch: dict, message: str) -> None:
+    cfg = {**task_config("vector_add"), **patch}
+    with pytest.raises(EvolveError, match=message):
+        load_task(cfg)
+
+
+def test_compare_reasons() -> None:
+    tol = Tolerance(atol=1e-6, rtol=1e-5, l2=1e-5)
+    ref = np.linspace(-1, 1, 100)
+    assert compare(np, "y", ref.astype(np.float32), ref, tol) is None
+    out = ref.astype(np.float32)
+    out[7] = np.nan
+    assert "1 of 100 elements not written (first at index 7)" in compare(np, "y", out, ref, tol)
+    out = ref.astype(np.float32)
+    out[3] += 0.5
+    assert "worst at index 3" in compare(np, "y", out, ref, tol)
+    out = ref.astype(np.float32) * np.float32(1 + 5e-6)
+    assert compare(np, "y", out, ref, Tolerance(atol=0, rtol=1e-5, l2=1e-7)).startswith("y: relative L2")
+    assert "shape" in compare(np, "y", out[:10], ref, tol)
+    out = ref.astype(np.float32)
+    out[0] = np.inf
+    assert "outside tolerance" in compare(np, "y", out, ref, tol)
+
+
+def test_trivial_outputs_cover_the_design_cases() -> None:
+    t = task("softmax")
+    sizes = t.correctness_sizes[1]
+    inputs = t.make_inputs(np, sizes, 0)
+    cases = trivial_outputs(t, sizes, inputs, t.expected(np, inputs, sizes))
+    assert set(cases) == {"no-op", "zeros", "constant", "identity"}
+    assert np.isnan(cases["no-op"]["y"]).all()
+
+
+def test_plan_limits() -> None:
+    t = task("vector_add")
+    v = t.seeds()[0]
+    cfg = v.spec.default
+    sizes = t.timing_sizes[0]
+    import dataclasses
+    tiny = dataclasses.replace(H200, max_threads_per_block=32, max_shared_per_block=0)
+    with pytest.raises(SpecError, match="threads per block"):
+        make_plan(v.spec, t, sizes, cfg, tiny)
+    with pytest.raises(SpecError, match="not one of"):
+        make_plan(v.spec, t, sizes, {k: 3 for k in cfg}, H200)

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import functools
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,3 +54,38 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Run in an empty directory, so runs/ and its database are private to the test."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A private PostgreSQL server on a Unix socket, started from the Debian packages' binaries.
+
+    Skips where PostgreSQL is not installed, unless EVOLVE_REQUIRE_POSTGRES is set (CI sets it):
+    then a missing server is a failure, not a skip.
+    """
+    bindirs = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
+    if not bindirs:
+        if os.environ.get("EVOLVE_REQUIRE_POSTGRES"):
+            pytest.fail("PostgreSQL is required (EVOLVE_REQUIRE_POSTGRES) but not installed")
+        pytest.skip("PostgreSQL server binaries not installed")
+    bindir = bindirs[-1]
+    base = Path(tempfile.mkdtemp(prefix="evolve-pg-"))  # not under pytest's root-only tmp
+    data, sock = base / "data", base / "sock"
+    sock.mkdir()
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        as_user = ["runuser", "-u", "postgres", "--"]
+        shutil.chown(base, "postgres")
+        shutil.chown(sock, "postgres")
+    port = "54329"
+    subprocess.run([*as_user, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
+                    "--no-sync"], check=True, capture_output=True)
+    subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-w", "-l", str(base / "log"),
+                    "-o", f"-k {sock} -p {port} -c listen_addresses='' -c fsync=off", "start"],
+                   check=True, capture_output=True)
+    try:
+        yield f"postgresql://postgres@/postgres?host={sock}&port={port}"
+    finally:
+        subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,46 @@
+"""Every storage kind holds a run and resumes it: SQLite, a real PostgreSQL server, the journal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+from test_search import evolve
+
+from evolve.errors import EvolveError
+from evolve.search import counts_toward_budget
+from evolve.storage import cached_ceiling, open_storage, store_ceiling
+
+
+def _finished(storage: optuna.storages.BaseStorage, name: str) -> int:
+    study = optuna.load_study(study_name=name, storage=storage)
+    return sum(counts_toward_budget(t) for t in study.trials)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "journal"])
+def test_run_and_resume_on_each_storage(in_tmp: Path, kind: str, request: pytest.FixtureRequest) -> None:
+    url = request.getfixturevalue("postgres_url") if kind == "postgres" else ""
+    extra = [f"storage.url='{url}'"] if url else []
+    name = f"st-{kind}"
+    evolve("task=softmax", f"run.name={name}", "search.n_trials=3", f"storage={kind}", *extra)
+    evolve("task=softmax", f"run.name={name}", "search.n_trials=6", f"storage={kind}", *extra)
+    cfg = {"sqlite": {"kind": "rdb", "url": "sqlite:///runs/evolve.db"},
+           "journal": {"kind": "journal", "path": "runs/evolve.journal"},
+           "postgres": {"kind": "rdb", "url": url}}[kind]
+    storage, _ = open_storage({**cfg, "artifacts": "runs/artifacts"})
+    assert _finished(storage, name) == 6
+    assert (in_tmp / "runs" / name / "best.cu").is_file()
+
+
+def test_ceiling_cache_round_trip(in_tmp: Path) -> None:
+    storage, _ = open_storage({"kind": "rdb", "url": "sqlite:///runs/x.db", "artifacts": "runs/a"})
+    assert cached_ceiling(storage, "NVIDIA H200|driver 13000") is None
+    store_ceiling(storage, "NVIDIA H200|driver 13000", 4.25e12)
+    assert cached_ceiling(storage, "NVIDIA H200|driver 13000") == 4.25e12
+    assert cached_ceiling(storage, "NVIDIA L4|driver 13000") is None
+
+
+def test_unknown_storage_kind_is_a_clear_error(in_tmp: Path) -> None:
+    with pytest.raises(EvolveError, match="unknown storage kind"):
+        open_storage({"kind": "redis"})

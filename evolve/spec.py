@@ -10,14 +10,15 @@ A variant is CUDA device code with one header comment ``/*@evolve ... */`` holdi
         shared: (BLOCK // 32) * 4  # dynamic shared memory in bytes (default 0)
         args: [x, y, rows, cols]   # task buffers, scratch buffers, or int32 expressions
     scratch:                       # device buffers the harness allocates (optional)
-      partial: {dtype: float32, size: ceil_div(n, BLOCK), zero: true}
+      partial: {dtype: float32, size: "ceil_div(n, BLOCK)", zero: true}
     tunables:                      # reach the code as -D macros
       BLOCK: {values: [64, 128, 256, 512], default: 256}
     restrictions:                  # must hold for a configuration to be tried
       - BLOCK * UNROLL <= 4096
     */
 
-Expressions use :mod:`evolve.expr` over the task's sizes and the tunables. The harness owns
+Expressions use :mod:`evolve.expr` over the task's sizes and the tunables. Quote an expression
+that contains a comma inside ``[...]`` or ``{...}`` (YAML would split it there). The harness owns
 memory, launches and synchronization; the spec only says what to launch.
 """
 

@@ -44,8 +44,20 @@ class Hardware:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Hardware:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        """Typed fields, so that YAML's "4.8e12" (a string to YAML 1.1) is still a number."""
+        types = {f.name: f.type for f in fields(cls)}
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            if k not in types:
+                continue
+            t = str(types[k])
+            if v is None or t == "str":
+                out[k] = v
+            elif t.startswith("int"):
+                out[k] = int(v)
+            else:
+                out[k] = float(v)
+        return cls(**out)
 
 
 def catalog() -> dict[str, tuple[Hardware, list[str]]]:
@@ -62,7 +74,7 @@ def catalog() -> dict[str, tuple[Hardware, list[str]]]:
 def named(cfg: Mapping[str, Any]) -> Hardware:
     try:
         return Hardware.from_dict({k: v for k, v in cfg.items() if k != "device_names"})
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise EvolveError(f"hardware {cfg.get('name')}: malformed target ({exc})") from None
 
 

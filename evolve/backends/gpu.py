@@ -67,11 +67,12 @@ class _BufferSet:
 
 def device_properties(device: int) -> dict[str, Any]:
     attr = runtime.deviceGetAttribute
-    name = runtime.getDeviceProperties(device)["name"]
+    props = runtime.getDeviceProperties(device)
+    name = props["name"]
     return {
         "name": name.decode() if isinstance(name, bytes) else str(name),
-        "major": attr(runtime.cudaDevAttrComputeCapabilityMajor, device),
-        "minor": attr(runtime.cudaDevAttrComputeCapabilityMinor, device),
+        "major": props["major"],
+        "minor": props["minor"],
         "sms": attr(runtime.cudaDevAttrMultiProcessorCount, device),
         "max_threads_per_block": attr(runtime.cudaDevAttrMaxThreadsPerBlock, device),
         "max_threads_per_sm": attr(runtime.cudaDevAttrMaxThreadsPerMultiProcessor, device),
@@ -344,7 +345,6 @@ class GpuEvaluator:
         """A launch refused by the driver is the candidate's fault; a poisoned context is fatal."""
         try:
             runtime.deviceSynchronize()
-            runtime.getLastError()
         except CUDA_ERRORS:
             raise Crashed(f"{exc} {where}") from None
         raise _Fail(Status.LAUNCH_ERROR, f"{exc} {where}") from None

@@ -90,7 +90,10 @@ class Worker:
         self._proc.start()
         child.close()
         self._conn = parent
-        op, props = self._recv(STARTUP_TIMEOUT_S)
+        try:
+            op, props = self._recv(STARTUP_TIMEOUT_S)
+        except (WorkerDied, WorkerTimeout) as exc:
+            raise EvolveError(f"the GPU worker did not start: {exc}") from None
         if op != "ready":
             self.close()
             raise EvolveError(props)

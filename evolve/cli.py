@@ -29,7 +29,7 @@ from evolve.objective import Objective
 from evolve.paths import CONF_DIR
 from evolve.recording import RecordingWriter
 from evolve.search import Search, SearchSettings
-from evolve.storage import cached_ceiling, open_storage, store_ceiling
+from evolve.storage import cached_ceilings, open_storage, store_ceilings
 from evolve.task import Task, load_task
 from evolve.variants import VariantStore
 
@@ -61,7 +61,7 @@ def run(cfg: DictConfig) -> float | None:
     backend = create_backend(c["backend"])
     try:
         hw = backend.start(task, target)
-        hw = _with_ceiling(hw, backend, storage)
+        hw = _with_ceilings(hw, backend, storage)
         study = _open_study(storage, c["run"]["name"], task, objective, hw, c)
         variants = VariantStore(study, artifacts)
         variants.load()
@@ -89,17 +89,17 @@ def run(cfg: DictConfig) -> float | None:
     return summary.best_ms if summary else None
 
 
-def _with_ceiling(hw: Hardware, backend: Backend, storage: optuna.storages.BaseStorage) -> Hardware:
-    """The measured copy bandwidth: from the target, the storage cache, or measured once now."""
-    if hw.copy_bandwidth_bps:
+def _with_ceilings(hw: Hardware, backend: Backend, storage: optuna.storages.BaseStorage) -> Hardware:
+    """Measured bandwidths: from the target or recording, the storage cache, or measured now."""
+    if hw.measured_ceilings():
         return hw
     key = backend.ceiling_key()
-    bps = cached_ceiling(storage, key)
-    if bps is None:
-        log.info("measuring the copy-bandwidth ceiling of %s (once; cached in the storage)", key)
-        bps = backend.measure_ceiling()
-        store_ceiling(storage, key, bps)
-    return Hardware.from_dict({**hw.to_dict(), "copy_bandwidth_bps": bps})
+    ceilings = cached_ceilings(storage, key)
+    if ceilings is None:
+        log.info("measuring the bandwidth ceilings of %s (once; cached in the storage)", key)
+        ceilings = backend.measure_ceilings()
+        store_ceilings(storage, key, ceilings)
+    return Hardware.from_dict({**hw.to_dict(), **ceilings})
 
 
 def _open_study(storage: optuna.storages.BaseStorage, name: str, task: Task,

@@ -50,7 +50,8 @@ class Summary:
         return (
             f"best {self.best_ms:.4g} ms ({self.variant} {_fmt(self.tunables)}){speed}; "
             f"{self.gbps:.0f} GB/s = {100 * self.bandwidth_fraction:.1f}% of the measured "
-            f"{self.ceiling_gbps:.0f} GB/s copy bandwidth ({100 * self.roofline_fraction:.1f}% of the roofline). "
+            f"{self.ceiling_gbps:.0f} GB/s bandwidth ceiling ({100 * self.roofline_fraction:.1f}% of the roofline)"
+            f"{' — ABOVE THE CEILING: check the kernel' if self.bandwidth_fraction > 1.02 else ''}. "
             f"Results in {self.run_dir}/"
         )
 
@@ -99,7 +100,8 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
                 "tunables": dict(baseline.params) if baseline else None,
             },
             "speedup": summary.speedup,
-            "ceiling": {"copy_bandwidth_bps": hw.copy_bandwidth_bps, "peak_fp32_flops": hw.peak_fp32_flops},
+            "ceiling": {**hw.measured_ceilings(), "bandwidth_ceiling_bps": hw.bandwidth_ceiling,
+                        "peak_fp32_flops": hw.peak_fp32_flops},
             "trials": {"finished": len(done), "complete": len(ok), "failed": dict(failures)},
             "stop_reason": stop_reason,
             "exported": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -157,7 +159,9 @@ def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardwar
         f"{task.description}",
         "",
         f"- Timing size: {timing}; objective in milliseconds (median over samples, L2 flushed).",
-        f"- Ceiling: measured copy bandwidth {hw.bandwidth_ceiling / 1e9:.0f} GB/s; "
+        f"- Bandwidth ceiling {hw.bandwidth_ceiling / 1e9:.0f} GB/s: the faster of a measured "
+        f"device-to-device copy ({(hw.copy_bandwidth_bps or 0) / 1e9:.0f} GB/s) and read-only stream "
+        f"({(hw.read_bandwidth_bps or 0) / 1e9:.0f} GB/s); "
         f"fp32 peak {hw.peak_fp32_flops / 1e12:.1f} TFLOP/s (datasheet).",
         f"- Trials: {len(done)} finished, {len(ok)} correct, "
         f"{sum(failures.values())} failed; stopped by: {stop_reason}.",

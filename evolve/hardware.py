@@ -2,8 +2,10 @@
 
 Named targets come from ``conf/hardware/*.yaml`` (datasheet figures). ``auto`` reads the
 device the worker runs on and takes the datasheet peaks of the catalog entry whose
-``device_names`` match it. The copy-bandwidth ceiling is always *measured* (or recorded), not
-taken from a datasheet: a kernel is judged against what the memory system really delivers.
+``device_names`` match it. The bandwidth ceiling is always *measured* (or recorded), not taken
+from a datasheet: a kernel is judged against what the memory system really delivers, which is
+the faster of a device-to-device copy and a read-only stream (reads alone run faster than a copy's
+mix of reads and writes, so a read-heavy kernel would otherwise seem to beat the ceiling).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import yaml
 
 from evolve.errors import EvolveError
 from evolve.paths import CONF_DIR
+
+
+MEASURED = ("copy_bandwidth_bps", "read_bandwidth_bps")
 
 
 @dataclass(frozen=True)
@@ -33,11 +38,15 @@ class Hardware:
     peak_dram_bps: float  # datasheet, bytes/s
     peak_fp32_flops: float  # datasheet, FLOP/s
     copy_bandwidth_bps: float | None = None  # measured device-to-device copy (read + write)
+    read_bandwidth_bps: float | None = None  # measured read-only stream
     device: str = ""  # the device's own name, when read from one
 
     @property
     def bandwidth_ceiling(self) -> float:
-        return self.copy_bandwidth_bps or self.peak_dram_bps
+        return max(self.measured_ceilings().values(), default=self.peak_dram_bps)
+
+    def measured_ceilings(self) -> dict[str, float]:
+        return {k: v for k in MEASURED if (v := getattr(self, k))}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,7 +1,7 @@
 """Recorded measurements: what the replay backend answers from.
 
 A recording is a JSON Lines file, one line per measured candidate (plus the measured
-copy-bandwidth ceiling), keyed by hardware, task, variant id (normalized source + spec) and
+bandwidth ceilings), keyed by hardware, task, variant id (normalized source + spec) and
 tunables. The files shipped under ``evolve/recordings/<hardware>/<task>.jsonl`` were measured
 with this project's own evaluator on the GPU they name, on the date each line carries.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 from evolve import __version__
 from evolve.errors import EvolveError
-from evolve.hardware import Hardware
+from evolve.hardware import MEASURED, Hardware
 from evolve.measurement import Measurement
 from evolve.paths import RECORDINGS_DIR
 from evolve.spec import CandidateKey, Variant, candidate_key
@@ -30,7 +30,7 @@ def builtin_path(hardware: str, task: str) -> Path:
 @dataclass
 class Recording:
     measurements: dict[CandidateKey, Measurement] = field(default_factory=dict)
-    ceiling_bps: float | None = None
+    ceilings: dict[str, float] = field(default_factory=dict)
     dates: set[str] = field(default_factory=set)
 
     @classmethod
@@ -49,7 +49,7 @@ class Recording:
                 if d.get("hardware") != hardware:
                     continue
                 if d.get("kind") == "ceiling":
-                    rec.ceiling_bps = float(d["copy_bandwidth_bps"])
+                    rec.ceilings = {k: float(d[k]) for k in MEASURED if k in d}
                 elif d.get("kind") == "measurement" and d.get("task") == task:
                     rec.measurements[candidate_key(d["variant"], d["tunables"])] = Measurement.from_dict(
                         d["measurement"]
@@ -64,8 +64,8 @@ class RecordingWriter:
     def __init__(self, path: Path, hardware: Hardware, task: str):
         self.path, self.hardware, self.task = path, hardware, task
         path.parent.mkdir(parents=True, exist_ok=True)
-        if hardware.copy_bandwidth_bps:
-            self._write({"kind": "ceiling", "copy_bandwidth_bps": hardware.copy_bandwidth_bps})
+        if hardware.measured_ceilings():
+            self._write({"kind": "ceiling", **hardware.measured_ceilings()})
 
     def add(self, variant: Variant, tunables: Mapping[str, int], m: Measurement) -> None:
         self._write({

@@ -18,6 +18,7 @@ from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 
 from evolve.errors import EvolveError
+from evolve.hardware import MEASURED
 
 HARDWARE_STUDY = "_evolve_hardware"
 
@@ -61,18 +62,19 @@ def _redact(url: str) -> str:
     return f"{scheme}//{cred.split(':', 1)[0]}:***@{tail}"
 
 
-def cached_ceiling(storage: BaseStorage, key: str) -> float | None:
+def cached_ceilings(storage: BaseStorage, key: str) -> dict[str, float] | None:
+    """The bandwidths measured on this device earlier, if every one of them is there."""
     try:
         study = optuna.load_study(study_name=HARDWARE_STUDY, storage=storage)
     except KeyError:
         return None
-    entry = study.user_attrs.get(key)
-    return float(entry["copy_bandwidth_bps"]) if entry else None
+    entry = study.user_attrs.get(key) or {}
+    if not all(k in entry for k in MEASURED):
+        return None
+    return {k: float(entry[k]) for k in MEASURED}
 
 
-def store_ceiling(storage: BaseStorage, key: str, bps: float) -> None:
+def store_ceilings(storage: BaseStorage, key: str, ceilings: dict[str, float]) -> None:
     study = optuna.create_study(study_name=HARDWARE_STUDY, storage=storage, load_if_exists=True)
-    study.set_user_attr(
-        "about", "cuda-evolve's cache of measured copy-bandwidth ceilings, one per device"
-    )
-    study.set_user_attr(key, {"copy_bandwidth_bps": bps, "date": dt.date.today().isoformat()})
+    study.set_user_attr("about", "cuda-evolve's cache of measured bandwidth ceilings, one per device")
+    study.set_user_attr(key, {**ceilings, "date": dt.date.today().isoformat()})

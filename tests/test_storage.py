@@ -10,7 +10,7 @@ from test_search import evolve
 
 from evolve.errors import EvolveError
 from evolve.search import counts_toward_budget
-from evolve.storage import cached_ceiling, open_storage, store_ceiling
+from evolve.storage import cached_ceilings, open_storage, store_ceilings
 
 
 def _finished(storage: optuna.storages.BaseStorage, name: str) -> int:
@@ -35,10 +35,12 @@ def test_run_and_resume_on_each_storage(in_tmp: Path, kind: str, request: pytest
 
 def test_ceiling_cache_round_trip(in_tmp: Path) -> None:
     storage, _ = open_storage({"kind": "rdb", "url": "sqlite:///runs/x.db", "artifacts": "runs/a"})
-    assert cached_ceiling(storage, "NVIDIA H200|driver 13000") is None
-    store_ceiling(storage, "NVIDIA H200|driver 13000", 4.25e12)
-    assert cached_ceiling(storage, "NVIDIA H200|driver 13000") == 4.25e12
-    assert cached_ceiling(storage, "NVIDIA L4|driver 13000") is None
+    key = "NVIDIA H200|driver 13000"
+    assert cached_ceilings(storage, key) is None
+    measured = {"copy_bandwidth_bps": 4.25e12, "read_bandwidth_bps": 4.4e12}
+    store_ceilings(storage, key, measured)
+    assert cached_ceilings(storage, key) == measured
+    assert cached_ceilings(storage, "NVIDIA L4|driver 13000") is None
 
 
 def test_unknown_storage_kind_is_a_clear_error(in_tmp: Path) -> None:

@@ -25,10 +25,10 @@ class Backend(Protocol):
         """Check and time one candidate at the given timing sizes."""
 
     def ceiling_key(self) -> str:
-        """Identifies the device for the cached copy-bandwidth ceiling."""
+        """Identifies the device for the cached bandwidth ceilings."""
 
-    def measure_ceiling(self) -> float:
-        """Measured device-to-device copy bandwidth in bytes/s (read + write)."""
+    def measure_ceilings(self) -> dict[str, float]:
+        """Measured copy (read + write) and read-only bandwidths in bytes/s, by Hardware field."""
 
     def close(self) -> None: ...
 

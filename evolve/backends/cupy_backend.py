@@ -45,8 +45,8 @@ class CupyBackend:
     def ceiling_key(self) -> str:
         return self._key
 
-    def measure_ceiling(self) -> float:
-        return float(self.worker.call("ceiling", None, STARTUP_TIMEOUT_S))
+    def measure_ceilings(self) -> dict[str, float]:
+        return dict(self.worker.call("ceilings", None, STARTUP_TIMEOUT_S))
 
     def close(self) -> None:
         self.worker.close()

@@ -41,9 +41,7 @@ class ReplayBackend:
                 f"(recordings: {', '.join(available) or 'none'})"
             )
         self.hardware, self.task = target, task
-        if self.rec.ceiling_bps:
-            return replace(target, copy_bandwidth_bps=self.rec.ceiling_bps)
-        return target
+        return replace(target, **self.rec.ceilings)
 
     def evaluate(self, variant: Variant, tunables: Mapping[str, int],
                  sizes: list[dict[str, int]]) -> Measurement:
@@ -65,10 +63,10 @@ class ReplayBackend:
     def ceiling_key(self) -> str:
         return f"replay|{self.hardware.name}"
 
-    def measure_ceiling(self) -> float:
+    def measure_ceilings(self) -> dict[str, float]:
         raise EvolveError(
-            f"the {self.hardware.name} recording has no copy-bandwidth ceiling; "
-            "set hardware.copy_bandwidth_bps"
+            f"the {self.hardware.name} recording has no measured bandwidths; set "
+            "hardware.copy_bandwidth_bps and hardware.read_bandwidth_bps"
         )
 
     def close(self) -> None:

@@ -52,8 +52,8 @@ def serve(conn: Connection, device: int) -> None:
             elif op == "evaluate":
                 m = evaluator.evaluate(payload["source"], payload["tunables"], payload["sizes"])
                 conn.send(("ok", m.to_dict()))
-            elif op == "ceiling":
-                conn.send(("ok", evaluator.copy_bandwidth()))
+            elif op == "ceilings":
+                conn.send(("ok", evaluator.ceilings()))
             elif op == "stop":
                 return
         except gpu.Crashed as exc:

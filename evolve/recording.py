@@ -31,6 +31,7 @@ def builtin_path(hardware: str, task: str) -> Path:
 class Recording:
     measurements: dict[CandidateKey, Measurement] = field(default_factory=dict)
     ceilings: dict[str, float] = field(default_factory=dict)
+    device: str = ""  # the GPU the measurements were made on
     dates: set[str] = field(default_factory=set)
 
     @classmethod
@@ -48,6 +49,7 @@ class Recording:
                     raise EvolveError(f"{path}:{n}: not valid JSON") from None
                 if d.get("hardware") != hardware:
                     continue
+                rec.device = d.get("device") or rec.device
                 if d.get("kind") == "ceiling":
                     rec.ceilings = {k: float(d[k]) for k in MEASURED if k in d}
                 elif d.get("kind") == "measurement" and d.get("task") == task:

@@ -41,7 +41,7 @@ class ReplayBackend:
                 f"(recordings: {', '.join(available) or 'none'})"
             )
         self.hardware, self.task = target, task
-        return replace(target, **self.rec.ceilings)
+        return replace(target, device=self.rec.device or target.device, **self.rec.ceilings)
 
     def evaluate(self, variant: Variant, tunables: Mapping[str, int],
                  sizes: list[dict[str, int]]) -> Measurement:

@@ -20,7 +20,7 @@ from evolve.errors import EvolveError
 from evolve.hardware import Hardware
 from evolve.objective import Objective
 from evolve.plan import make_plan
-from evolve.search import counts_toward_budget
+from evolve.search import ORIGIN_ATTRS, counts_toward_budget
 from evolve.task import Task, size_label
 from evolve.variants import VariantStore
 
@@ -50,7 +50,8 @@ class Summary:
         return (
             f"best {self.best_ms:.4g} ms ({self.variant} {_fmt(self.tunables)}){speed}; "
             f"{self.gbps:.0f} GB/s = {100 * self.bandwidth_fraction:.1f}% of the measured "
-            f"{self.ceiling_gbps:.0f} GB/s bandwidth ceiling ({100 * self.roofline_fraction:.1f}% of the roofline)"
+            f"{self.ceiling_gbps:.0f} GB/s bandwidth ceiling "
+            f"({100 * self.roofline_fraction:.1f}% of the roofline)"
             f"{' — ABOVE THE CEILING: check the kernel' if self.bandwidth_fraction > 1.02 else ''}. "
             f"Results in {self.run_dir}/"
         )
@@ -83,7 +84,8 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
             ceiling_gbps=hw.bandwidth_ceiling / 1e9, run_dir=run_dir,
         )
         launches = _launches(variant, task, hw, tunables)
-        (run_dir / "best.cu").write_text(_best_cu(study, task, hw, summary, launches, variant.with_defines(tunables)))
+        source = variant.with_defines(tunables)
+        (run_dir / "best.cu").write_text(_best_cu(study, task, hw, summary, launches, source))
         (run_dir / "best.json").write_text(json.dumps({
             "run": study.study_name,
             "task": task.name,
@@ -93,7 +95,7 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
             "variant": {"id": variant.id, "name": variant.name, **variants.meta[variant.id]},
             "tunables": tunables,
             "launch": {"spec": variant.spec.raw, "at": launches},
-            "measurement": {k: v for k, v in attrs.items() if k not in ("variant", "variant_name", "parents", "operator")},
+            "measurement": {k: v for k, v in attrs.items() if k not in ORIGIN_ATTRS},
             "time_ms": best.value,
             "baseline": {
                 "variant": summary.baseline, "time_ms": summary.baseline_ms,
@@ -195,10 +197,12 @@ def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardwar
         )
     bad = [t for t in done if t.state == TrialState.FAIL][:10]
     if bad:
-        out += ["", "## Failed trials (first 10)", "", "| trial | variant | status | reason |", "|---:|---|---|---|"]
+        out += ["", "## Failed trials (first 10)", "",
+                "| trial | variant | status | reason |", "|---:|---|---|---|"]
         for t in bad:
             reason = str(t.user_attrs.get("reason", "")).replace("|", "\\|").replace("\n", " ")[:200]
-            out.append(f"| {t.number} | {t.user_attrs.get('variant_name')} | {t.user_attrs.get('status')} | {reason} |")
+            a = t.user_attrs
+            out.append(f"| {t.number} | {a.get('variant_name')} | {a.get('status')} | {reason} |")
     return "\n".join(out) + "\n"
 
 

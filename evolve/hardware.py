@@ -20,7 +20,6 @@ import yaml
 from evolve.errors import EvolveError
 from evolve.paths import CONF_DIR
 
-
 MEASURED = ("copy_bandwidth_bps", "read_bandwidth_bps")
 
 

@@ -73,7 +73,8 @@ def test_candidate_key_is_order_independent() -> None:
     ("/*@evolve\nkernels: [{name: k, grid: 1, block: B, args: []}]\n"
      "tunables: {B: {values: [1, 2], default: 2}}\nrestrictions: [C < 2]\n*/", "not tunables"),
     ("/*@evolve\nkernels: [{name: k, grid: 1, block: B, args: []}]\n"
-     "tunables: {B: {values: [1, 2], default: 2}}\nrestrictions: [B < 2]\n*/", "default tunables are invalid"),
+     "tunables: {B: {values: [1, 2], default: 2}}\nrestrictions: [B < 2]\n*/",
+     "default tunables are invalid"),
     ("/*@evolve\nkernels: &a [{name: k, grid: 1, block: 1, args: []}]\nscratch: *a\n*/", "aliases"),
     ("/*@evolve\nkernels: [{name: k, grid: 1, block: 1, args: []}]\n"
      "scratch: {s: {dtype: complex128, size: 4}}\n*/", "dtype"),

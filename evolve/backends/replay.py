@@ -51,7 +51,8 @@ class ReplayBackend:
         if m is None:
             return Measurement.failed(
                 Status.NOT_RECORDED,
-                f"variant {variant.name} ({variant.id}) with {dict(tunables)} is not in the {where} recording",
+                f"variant {variant.name} ({variant.id}) with {dict(tunables)} "
+                f"is not in the {where} recording",
             )
         missing = [size_label(s) for s in sizes if size_label(s) not in m.timings]
         if m.ok and missing:

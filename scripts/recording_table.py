@@ -13,7 +13,6 @@ from pathlib import Path
 import yaml
 
 from evolve.paths import CONF_DIR
-from evolve.spec import Variant
 from evolve.task import load_task, size_label
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -121,7 +122,8 @@ class Search:
         used, waiting = self._restore()
         elapsed = float(self.study.user_attrs.get("elapsed_s", 0.0))
         bar = tqdm(total=self.s.n_trials, initial=min(used, self.s.n_trials), unit="trial",
-                   desc=self.study.study_name, disable=not self.s.progress, dynamic_ncols=True)
+                   desc=self.study.study_name, dynamic_ncols=True,
+                   disable=not (self.s.progress and sys.stderr.isatty()))
         self._postfix(bar)
         reason = "budget"
         with logging_redirect_tqdm(), bar:

@@ -27,6 +27,9 @@ def serve(conn: Connection, device: int) -> None:
 
         cp.cuda.Device(device).use()
         props = gpu.device_properties(device)
+    except ImportError as exc:
+        conn.send(("error", f"CuPy is not installed ({exc}): pip install -e '.[cuda13]' (or '.[cuda12]')"))
+        return
     except Exception as exc:
         conn.send(("error", f"no usable CUDA GPU ({exc.__class__.__name__}: {str(exc)[:200]})"))
         return

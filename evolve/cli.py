@@ -23,10 +23,16 @@ from evolve import __version__
 from evolve.backends import Backend, create_backend
 from evolve.correctness import admit
 from evolve.errors import EvolveError
+from evolve.evolution import EvolutionSettings, Proposer
 from evolve.export import export
 from evolve.hardware import Hardware, named
+from evolve.llm.budget import LLMBudget
+from evolve.llm.factory import create_llm
+from evolve.llm.log import ExchangeLog
+from evolve.llm.replay import ReplayLLM
 from evolve.objective import Objective
 from evolve.paths import CONF_DIR
+from evolve.prompts import Prompts
 from evolve.recording import RecordingWriter
 from evolve.search import Search, SearchSettings
 from evolve.storage import cached_ceilings, open_storage, store_ceilings
@@ -68,13 +74,15 @@ def run(cfg: DictConfig) -> float | None:
         callbacks = []
         if c["backend"].get("record"):
             callbacks.append(RecordingWriter(Path(c["backend"]["record"]), hw, task.name).add)
-        search = Search(study, variants, backend, task, objective, hw, settings, callbacks)
+        evolution = EvolutionSettings.from_config(c["evolution"])
+        search = Search(study, variants, backend, task, objective, hw, settings, callbacks, evolution)
         search.add_seeds(task.seeds())
+        run_dir = Path(c["run"]["dir"])
+        _attach_llm(search, c, task, hw, run_dir, settings.seed)
         try:
             stop = search.run()
         except KeyboardInterrupt:
             stop = "interrupted"
-        run_dir = Path(c["run"]["dir"])
         summary = export(study, variants, task, hw, objective, run_dir, stop)
     finally:
         backend.close()
@@ -87,6 +95,30 @@ def run(cfg: DictConfig) -> float | None:
               file=sys.stderr)
         sys.exit(130)
     return summary.best_ms if summary else None
+
+
+def _attach_llm(search: Search, c: dict[str, Any], task: Task, hw: Hardware, run_dir: Path,
+                seed: int | None) -> None:
+    """Give the search an LLM proposer, if the configuration (or the environment) names one."""
+    llm, why_not = create_llm(c["llm"])
+    if llm is None:
+        log.info("%s", why_not)
+        return
+    caps = {k: c["llm"].get(k) for k in ("max_calls", "max_tokens", "max_cost_usd")}
+    if isinstance(llm, ReplayLLM):
+        caps = llm.caps or caps  # the recorded run's caps, so that it stops where it stopped
+    budget = LLMBudget(search.study, caps["max_calls"], caps["max_tokens"], caps["max_cost_usd"])
+    evo = search.evo
+    exchanges = ExchangeLog(run_dir / "llm.jsonl")
+    exchanges.write("run", model=llm.model, **caps)
+    search.proposer = Proposer(
+        search, llm, budget, Prompts(task, hw, evo.prompts), exchanges, evo,
+        seed=seed, threads=int(c["llm"].get("concurrency") or 1),
+    )
+    if isinstance(llm, ReplayLLM):
+        search.replay = sorted(llm.proposals, key=lambda p: p["index"])
+    log.info("LLM %s proposes children (%s)", llm.model, "replayed" if search.replay is not None else
+             f"caps: {budget.max_calls} calls, {budget.max_tokens} tokens, ${budget.max_cost}")
 
 
 def _with_ceilings(hw: Hardware, backend: Backend, storage: optuna.storages.BaseStorage) -> Hardware:

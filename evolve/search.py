@@ -12,6 +12,7 @@ import logging
 import math
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -25,10 +26,12 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from evolve.backends import Backend
+from evolve.evolution import LLM_OPERATORS, REPAIRABLE, EvolutionSettings, Proposer
 from evolve.hardware import Hardware
 from evolve.measurement import Measurement, Status
 from evolve.metrics import roofline
 from evolve.objective import Objective
+from evolve.population import Population
 from evolve.samplers import make_sampler
 from evolve.spec import Variant
 from evolve.task import Task
@@ -69,20 +72,42 @@ def counts_toward_budget(t: FrozenTrial) -> bool:
 
 
 class Search:
+    """The evaluator side of a run, and the record keeper the LLM proposer commits through.
+
+    All state changes (registering variants, queueing trials, feeding results to the tuners and
+    the population) happen under ``lock``, so a proposer thread always sees a consistent record.
+    """
+
     def __init__(self, study: optuna.Study, variants: VariantStore, backend: Backend, task: Task,
                  objective: Objective, hardware: Hardware, settings: SearchSettings,
-                 callbacks: Iterable[Callback] = ()):
+                 callbacks: Iterable[Callback] = (), evolution: EvolutionSettings | None = None):
         self.study, self.variants, self.backend = study, variants, backend
         self.task, self.objective, self.hw, self.s = task, objective, hardware, settings
+        self.evo = evolution or EvolutionSettings()
         self.callbacks = list(callbacks)
+        self.lock = threading.RLock()
         self.tuners: dict[str, VariantTuner] = {}
         self.seed_ids: list[str] = []
         self.failures: dict[str, int] = {}
+        self.population = Population(
+            self.evo.islands, self.evo.capacity, self.evo.elite, self.evo.migrate_every,
+            self.evo.novelty, source=lambda vid: self.variants.get(vid).source,
+        )
+        self.proposer: Proposer | None = None
+        self.replay: list[dict[str, Any]] | None = None  # a recorded proposal schedule to follow
+        self._held: list[tuple[dict[str, Any], Any]] = []
+        self.used = 0  # finished trials that count toward the budget
+        self.enqueued = 0  # candidates queued by proposals, over the whole study
+        self.waiting = 0  # of them, not yet evaluated
+        self.inflight = 0  # LLM proposals planned and not yet committed (each may bring a child)
+        self.credits = 0  # tuning trials allowed before the next LLM child
+        self.repairable: list[tuple[str, str, str, str]] = []  # (variant, status, reason, diagnostics)
+        self.recent_failures: list[tuple[str, str, str]] = []  # (name, status, reason)
 
     # ---- setup ------------------------------------------------------------------------
     def add_seeds(self, seeds: Iterable[Variant]) -> None:
-        for v in seeds:
-            self.variants.add(v, operator="seed", parents=[])
+        for i, v in enumerate(seeds):
+            self.variants.add(v, operator="seed", parents=[], island=i % self.evo.islands)
             self.seed_ids.append(v.id)
 
     def _tuner(self, vid: str) -> VariantTuner:
@@ -93,10 +118,11 @@ class Search:
             )
         return self.tuners[vid]
 
-    def _restore(self) -> tuple[int, int]:
-        """Rebuild the tuners from the record; fail and re-queue trials a dead run left RUNNING."""
-        used = waiting = 0
-        for t in self.study.get_trials(deepcopy=False):
+    def _restore(self) -> int:
+        """Rebuild tuners and population from the record; re-queue what a dead run left RUNNING."""
+        used = 0
+        trials = sorted(self.study.get_trials(deepcopy=False), key=lambda t: t.number)
+        for t in trials:
             vid = t.user_attrs.get("variant")
             if vid not in self.variants:
                 continue
@@ -104,60 +130,168 @@ class Search:
                 params = t.system_attrs.get("fixed_params") or t.params
                 self._requeue(Trial(self.study, t._trial_id), t.user_attrs, params)
                 self._tuner(vid).mark_pending(params)
-                waiting += 1
+                self.waiting += 1
+                self.enqueued += 1
             elif t.state == TrialState.WAITING:
                 self._tuner(vid).mark_pending(t.system_attrs.get("fixed_params", {}))
-                waiting += 1
+                self.waiting += 1
+                self.enqueued += 1
             elif counts_toward_budget(t):
                 used += 1
-                self._tuner(vid).observe(t.params, t.value if t.state == TrialState.COMPLETE else None)
-                if t.state == TrialState.FAIL:
-                    status = t.user_attrs.get("status", "?")
-                    self.failures[status] = self.failures.get(status, 0) + 1
-        return used, waiting
+                self.enqueued += 1
+                self._observe(t)
+        repaired = {p for m in self.variants.meta.values() if m["operator"] == "repair" for p in m["parents"]}
+        self.repairable = [r for r in self.repairable if r[0] not in repaired]
+        return used
+
+    def _observe(self, t: FrozenTrial) -> None:
+        """Feed one finished trial to the tuner, the population and the failure lists."""
+        vid = t.user_attrs["variant"]
+        meta = self.variants.meta[vid]
+        tuner = self._tuner(vid)
+        first = tuner.n_measured == 0
+        tuner.observe(t.params, t.value if t.state == TrialState.COMPLETE else None)
+        self.population.observe(t, meta.get("island", 0))
+        if self.proposer is not None:
+            self.proposer.idle = False
+        op = t.user_attrs.get("operator")
+        if op == "tune":
+            self.credits -= 1
+        elif first and op in ("seed", *LLM_OPERATORS):
+            self.credits += self.evo.tune_per_child
+        if t.state == TrialState.FAIL:
+            status = t.user_attrs.get("status", "?")
+            self.failures[status] = self.failures.get(status, 0) + 1
+            if first and op in LLM_OPERATORS:
+                reason = str(t.user_attrs.get("reason", ""))
+                self.recent_failures.append((meta["name"], status, reason))
+                if status in REPAIRABLE and op != "repair":
+                    self.repairable.append((vid, status, reason, str(t.user_attrs.get("diagnostics", ""))))
 
     # ---- loop -------------------------------------------------------------------------
     def run(self) -> str:
         """Search until the budget, the time limit or the space runs out; say which."""
-        used, waiting = self._restore()
+        self.used = self._restore()
         elapsed = float(self.study.user_attrs.get("elapsed_s", 0.0))
-        bar = tqdm(total=self.s.n_trials, initial=min(used, self.s.n_trials), unit="trial",
+        bar = tqdm(total=self.s.n_trials, initial=min(self.used, self.s.n_trials), unit="trial",
                    desc=self.study.study_name, dynamic_ncols=True,
                    disable=not (self.s.progress and sys.stderr.isatty()))
         self._postfix(bar)
+        stop = threading.Event()
+        threads = []
+        if self.proposer is not None and self.evo.overlap and self.replay is None:
+            threads = [threading.Thread(target=self.proposer.run, args=(stop,), daemon=True,
+                                        name=f"evolve-proposer-{i}") for i in range(self.proposer.threads)]
+            for th in threads:
+                th.start()
         reason = "budget"
-        with logging_redirect_tqdm(), bar:
-            while used < self.s.n_trials:
-                if self.s.timeout_s is not None and elapsed >= self.s.timeout_s:
-                    reason = "timeout"
-                    break
-                t0 = time.monotonic()
-                if waiting:
-                    waiting -= 1
-                elif not self._propose():
-                    reason = "exhausted"
-                    break
-                self._evaluate_next()
-                used += 1
-                elapsed += time.monotonic() - t0
-                self.study.set_user_attr("elapsed_s", elapsed)
-                bar.update()
-                self._postfix(bar)
+        try:
+            with logging_redirect_tqdm(), bar:
+                while self.used < self.s.n_trials:
+                    if self.s.timeout_s is not None and elapsed >= self.s.timeout_s:
+                        reason = "timeout"
+                        break
+                    t0 = time.monotonic()
+                    action = self._next()
+                    if action == "wait":
+                        time.sleep(0.05)
+                    elif action == "propose":
+                        assert self.proposer is not None
+                        self.proposer.run_once()
+                    elif action == "exhausted":
+                        reason = "exhausted"
+                        break
+                    else:
+                        self._evaluate_next()
+                        self.used += 1
+                        bar.update()
+                    elapsed += time.monotonic() - t0
+                    self.study.set_user_attr("elapsed_s", elapsed)
+                    self._postfix(bar)
+        finally:
+            stop.set()
+            for th in threads:  # a call in flight is abandoned after a short wait (Ctrl-C)
+                th.join(timeout=2.0)
         return reason
 
-    def _propose(self) -> bool:
-        """Enqueue the next candidate: every seed's default first, then tune the most promising."""
+    def llm_active(self) -> bool:
+        return self.proposer is not None and self.proposer.stopped is None
+
+    def _next(self) -> str:
+        """What the evaluator does next: evaluate a queued candidate, propose, wait or stop."""
+        with self.lock:
+            if self.replay is not None:
+                self._follow_replay()
+            if self.waiting:
+                self.waiting -= 1
+                return "evaluate"
+            if self._propose_seed():
+                return self._take()
+            if self.replay is not None:
+                # between recorded children, tune as the original run did; if the record runs
+                # out of configurations first (it diverged), take the next child early
+                if self._propose_tune():
+                    return self._take()
+                while self._held and not self.waiting:
+                    self._commit_held(force=True)
+                return self._take() if self.waiting else "exhausted"
+            if self.inflight and self.used + self.waiting + self.inflight >= self.s.n_trials:
+                return "wait"  # the rest of the budget is reserved for children on their way
+            llm = self.llm_active() and not self.budget_full()
+            if (not llm or self.credits > 0) and self._propose_tune():
+                return self._take()
+            if llm and self.proposer is not None and not self.proposer.idle:
+                return "wait" if self.evo.overlap else "propose"
+            # the LLM is done or has nothing to work on yet: tune whatever is left
+            if self._propose_tune():
+                return self._take()
+            return "wait" if self.inflight else "exhausted"
+
+    def budget_full(self) -> bool:
+        return self.used + self.waiting + self.inflight >= self.s.n_trials
+
+    def _take(self) -> str:
+        self.waiting -= 1
+        return "evaluate"
+
+    def _follow_replay(self) -> None:
+        """Make each recorded proposal when the record is where it was originally made."""
+        assert self.replay is not None and self.proposer is not None
+        while self.replay and self.replay[0]["seen"] <= self.population.observed:
+            entry = self.replay.pop(0)
+            plan = self.proposer.plan()
+            outcome = self.proposer.ask(plan) if plan is not None else None
+            self._held.append((entry, (plan, outcome)))
+        self._commit_held(force=False)
+
+    def _commit_held(self, force: bool) -> None:
+        assert self.proposer is not None
+        for item in list(self._held):
+            entry, (plan, outcome) = item
+            if plan is None or outcome is None:
+                self._held.remove(item)
+            elif force or entry["after"] <= self.enqueued:
+                self._held.remove(item)
+                self.proposer.commit(plan, *outcome)
+                if force:
+                    return
+
+    def _propose_seed(self) -> bool:
         for vid in self.seed_ids:
             v = self.variants.get(vid)
             if not self._tuner(vid).known(v.spec.default):
-                self._enqueue(v, v.spec.default, "seed")
+                self.enqueue(v, v.spec.default, "seed", parents=self.variants.meta[vid]["parents"])
                 return True
+        return False
+
+    def _propose_tune(self) -> bool:
+        """Queue the next configuration of the most promising variant that has one left."""
         active = [v for v in self.variants if not self._tuner(v.id).exhausted]
         while active:
             v = min(active, key=lambda v: self._score(v.id))
             cfg = self._tuner(v.id).propose()
             if cfg is not None:
-                self._enqueue(v, cfg, "tune")
+                self.enqueue(v, cfg, "tune", parents=[v.id])
                 return True
             active.remove(v)
         return False
@@ -169,12 +303,16 @@ class Search:
             return math.inf
         return tuner.best * (1 - self.s.explore / math.sqrt(1 + tuner.n_measured))
 
-    def _enqueue(self, v: Variant, cfg: Mapping[str, int], operator: str) -> None:
+    def enqueue(self, v: Variant, cfg: Mapping[str, int], operator: str, parents: list[str],
+                extra: Mapping[str, Any] | None = None) -> None:
+        """Queue a candidate as a WAITING trial that carries its variant (call under ``lock``)."""
         self._tuner(v.id).mark_pending(cfg)
         self.study.enqueue_trial(dict(cfg), user_attrs={
-            "variant": v.id, "variant_name": v.name, "operator": operator,
-            "parents": self.variants.meta[v.id]["parents"] if operator == "seed" else [v.id],
+            "variant": v.id, "variant_name": v.name, "operator": operator, "parents": parents,
+            **(extra or {}),
         })
+        self.enqueued += 1
+        self.waiting += 1
 
     def _evaluate_next(self) -> None:
         trial = self.study.ask()
@@ -196,16 +334,13 @@ class Search:
             raise
         value = self.objective.value_ms(m, self.task) if m.ok else None
         self._record(trial, variant, tunables, m)
-        if value is None:
-            self.study.tell(trial, state=TrialState.FAIL)
-            self.failures[m.status.value] = self.failures.get(m.status.value, 0) + 1
-        else:
-            best = self._best()
-            self.study.tell(trial, value)
-            if best is None or value < best:
-                log.info("trial %d: new best %.4f ms (%s %s)", trial.number, value, variant.name,
-                         _fmt(tunables))
-        self._tuner(vid).observe(tunables, value)
+        best = self._best()
+        frozen = self.study.tell(trial, value) if value is not None else self.study.tell(
+            trial, state=TrialState.FAIL)
+        if value is not None and (best is None or value < best):
+            log.info("trial %d: new best %.4f ms (%s %s)", trial.number, value, variant.name, _fmt(tunables))
+        with self.lock:
+            self._observe(frozen)
         for cb in self.callbacks:
             cb(variant, tunables, m)
 
@@ -221,6 +356,8 @@ class Search:
         trial.set_user_attr("status", m.status.value)
         if m.reason:
             trial.set_user_attr("reason", m.reason[:2000])
+        if m.log:
+            trial.set_user_attr("diagnostics", m.log[:4000])
         trial.set_user_attr("eval_s", round(m.time_s, 3))
         if m.ok:
             for k, v in roofline(m, self.task, self.hw).items():
@@ -248,10 +385,14 @@ class Search:
 
     def _postfix(self, bar: tqdm) -> None:
         best = self._best()
-        fails = sum(self.failures.values())
-        bar.set_postfix_str(
-            (f"best {best:.4g} ms" if best is not None else "best -") + (f", {fails} failed" if fails else "")
-        )
+        parts = [f"best {best:.4g} ms" if best is not None else "best -"]
+        if self.proposer is not None:
+            b = self.proposer.budget.summary()
+            parts.append(f"LLM {b['calls']} calls {b['tokens']} tok ${b['cost_usd']:.2f}")
+        fails = {**self.failures, **(self.proposer.failures if self.proposer else {})}
+        if fails:
+            parts.append("failed " + " ".join(f"{k}:{n}" for k, n in sorted(fails.items())))
+        bar.set_postfix_str(", ".join(parts))
 
 
 def _fmt(tunables: Mapping[str, int]) -> str:

@@ -51,7 +51,7 @@ class VariantStore:
             self._variants[vid] = variant
             self.meta[vid] = meta
 
-    def add(self, variant: Variant, operator: str, parents: list[str]) -> bool:
+    def add(self, variant: Variant, operator: str, parents: list[str], **extra: Any) -> bool:
         """Store a new variant; False if one with the same normalized source exists."""
         if variant.id in self._variants:
             return False
@@ -62,7 +62,8 @@ class VariantStore:
                 artifact_store=self.artifacts, file_path=str(path), study_or_trial=self.study,
                 mimetype="text/plain", encoding="utf-8",
             )
-        meta = {"name": variant.name, "artifact": artifact, "operator": operator, "parents": parents}
+        meta = {"name": variant.name, "artifact": artifact, "operator": operator, "parents": parents,
+                **extra}
         self.study.set_user_attr(PREFIX + variant.id, meta)
         self._variants[variant.id] = variant
         self.meta[variant.id] = meta

@@ -18,7 +18,8 @@ GROUPS = ("task", "hardware", "objective", "search", "storage", "backend")
 
 
 def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EVOLVE_LLM_"))}
+    env["PYTHONPATH"] = str(ROOT)
     return subprocess.run([sys.executable, "-m", "evolve", *args], capture_output=True, text=True,
                           env=env, timeout=timeout)
 
@@ -84,7 +85,7 @@ def test_user_errors_are_one_line(in_tmp: Path, args: tuple[str, ...], needle: s
 
 def test_multirun_makes_one_study_per_job(in_tmp: Path) -> None:
     out = cli("-m", "task=vector_add,softmax", "search.sampler=tpe,random", "backend=replay",
-              "hardware=h200", "search.n_trials=4", "search.progress=false")
+              "hardware=h200", "search.n_trials=4", "search.progress=false", "llm=none")
     assert out.returncode == 0, out.stderr
     names = optuna.get_all_study_names("sqlite:///runs/evolve.db")
     runs = [n for n in names if not n.startswith("_")]

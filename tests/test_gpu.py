@@ -118,7 +118,8 @@ def test_tuning_beats_the_seed_default_on_most_tasks(gpu: Get, tmp_path: Path) -
 
 def test_evolve_end_to_end_then_resume(in_tmp: Path) -> None:
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    cmd = [sys.executable, "-m", "evolve", "task=vector_add", "run.name=e2e", "search.progress=false"]
+    cmd = [sys.executable, "-m", "evolve", "task=vector_add", "run.name=e2e", "search.progress=false",
+           "llm=none"]
     first = subprocess.run([*cmd, "search.n_trials=3"], capture_output=True, text=True, env=env)
     assert first.returncode == 0, first.stderr
     assert "best" in first.stdout and (in_tmp / "runs/e2e/best.cu").is_file()

@@ -20,7 +20,7 @@ from evolve.paths import CONF_DIR, ROOT
 from evolve.recording import builtin_path
 from evolve.search import counts_toward_budget
 
-REPLAY = ["backend=replay", "hardware=h200", "search.progress=false"]
+REPLAY = ["backend=replay", "hardware=h200", "search.progress=false", "llm=none"]
 
 
 def evolve(*overrides: str) -> float | None:

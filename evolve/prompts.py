@@ -1,0 +1,140 @@
+"""Prompts for the LLM operators, from templates kept as files (``evolve/prompts/*.md``).
+
+Any template can be replaced from the configuration (``evolution.prompts.<name>: path``). A
+prompt carries the task and its sizes, the hardware, the launch-spec format, the parent(s) with
+their measurements, recent failures, inspirations, and the exact answer format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+from evolve.compiler import ALLOWED_INCLUDES
+from evolve.errors import EvolveError
+from evolve.hardware import Hardware
+from evolve.llm import Messages
+from evolve.paths import PACKAGE_DIR
+from evolve.task import Task, size_label
+
+NAMES = ("system", "spec_help", "task", "kernel", "mutate", "crossover", "repair",
+         "answer_full", "answer_diff", "retry")
+
+
+@dataclass(frozen=True)
+class KernelView:
+    """A variant as the LLM sees it: source and the measurements of its best configuration."""
+
+    name: str
+    source: str
+    tunables: Mapping[str, int]
+    time_ms: float
+    gbps: float
+    fraction: float
+    registers: int | str = "?"
+    local_bytes: int | str = "?"
+    occupancy: float | str = "?"
+
+
+@dataclass(frozen=True)
+class Failure:
+    name: str
+    status: str
+    reason: str
+
+
+class Prompts:
+    def __init__(self, task: Task, hw: Hardware, overrides: Mapping[str, str] | None = None):
+        self.task, self.hw = task, hw
+        self.t: dict[str, Template] = {}
+        for name in NAMES:
+            path = Path((overrides or {}).get(name) or PACKAGE_DIR / "prompts" / f"{name}.md")
+            try:
+                self.t[name] = Template(path.read_text())
+            except OSError as exc:
+                raise EvolveError(f"prompt template {name}: cannot read {path} ({exc.strerror})") from None
+        self._task_block = self._render_task()
+
+    def _render_task(self) -> str:
+        t, hw = self.task, self.hw
+        timing = t.timing_sizes[0]
+        args = "; ".join(
+            f"{a.name}: {a.role} {a.dtype}[{', '.join(e.text for e in a.shape)}]" for a in t.args
+        )
+        return self.t["task"].substitute(
+            task_name=t.name, task_description=t.description, args=args,
+            correctness_sizes="; ".join(size_label(s) for s in t.correctness_sizes),
+            timing_size=size_label(timing), bytes=t.bytes(timing), flops=t.flops(timing),
+            atol=t.tolerance.atol, rtol=t.tolerance.rtol, l2=t.tolerance.l2,
+            defines=", ".join(f"{k}={v}" for k, v in t.defines) or "none",
+            device=hw.device or hw.name, arch=hw.arch, sms=hw.sms,
+            max_threads_per_block=hw.max_threads_per_block, max_threads_per_sm=hw.max_threads_per_sm,
+            registers_per_sm=hw.registers_per_sm, shared_per_block=hw.max_shared_per_block,
+            l2_mb=round(hw.l2_bytes / 2**20), ceiling_gbps=round(hw.bandwidth_ceiling / 1e9),
+            fp32_tflops=round(hw.peak_fp32_flops / 1e12, 1),
+            spec_help=self.t["spec_help"].substitute(size_names=", ".join(timing)),
+        ).strip()
+
+    def _system(self) -> dict[str, str]:
+        text = self.t["system"].substitute(
+            device=self.hw.device or self.hw.name, arch=self.hw.arch,
+            includes=", ".join(sorted(ALLOWED_INCLUDES)),
+        )
+        return {"role": "system", "content": text.strip()}
+
+    def _kernel(self, title: str, k: KernelView) -> str:
+        return self.t["kernel"].substitute(
+            title=title, tunables=" ".join(f"{n}={v}" for n, v in k.tunables.items()) or "none",
+            time_ms=f"{k.time_ms:.4g}", gbps=f"{k.gbps:.0f}", percent=f"{100 * k.fraction:.1f}",
+            registers=k.registers, local_bytes=k.local_bytes, occupancy=k.occupancy,
+            source=k.source if k.source.endswith("\n") else k.source + "\n",
+        ).strip()
+
+    def _failures(self, failures: Sequence[Failure]) -> str:
+        if not failures:
+            return ""
+        lines = [f"- {f.name}: {f.status}: {f.reason[:300]}" for f in failures]
+        return "## Recent failures (avoid repeating them)\n" + "\n".join(lines) + "\n"
+
+    def _inspirations(self, kernels: Sequence[KernelView]) -> str:
+        if not kernels:
+            return ""
+        return "## Other kernels for inspiration\n" + "\n\n".join(
+            self._kernel(f"{k.name}", k) for k in kernels
+        ) + "\n"
+
+    def _answer(self, diff: bool) -> str:
+        return self.t["answer_diff" if diff else "answer_full"].substitute().strip()
+
+    def mutate(self, parent: KernelView, failures: Sequence[Failure], inspirations: Sequence[KernelView],
+               diff: bool) -> Messages:
+        user = self.t["mutate"].substitute(
+            task=self._task_block, parent=self._kernel(f"Parent: {parent.name}", parent),
+            failures=self._failures(failures), inspirations=self._inspirations(inspirations),
+            answer_format=self._answer(diff),
+        )
+        return [self._system(), {"role": "user", "content": user.strip()}]
+
+    def crossover(self, a: KernelView, b: KernelView, failures: Sequence[Failure]) -> Messages:
+        user = self.t["crossover"].substitute(
+            task=self._task_block, parent=self._kernel(f"Parent A: {a.name}", a),
+            other=self._kernel(f"Parent B: {b.name}", b), failures=self._failures(failures),
+            answer_format=self._answer(False),
+        )
+        return [self._system(), {"role": "user", "content": user.strip()}]
+
+    def repair(self, source: str, status: str, reason: str, diagnostics: str) -> Messages:
+        user = self.t["repair"].substitute(
+            task=self._task_block, source=source if source.endswith("\n") else source + "\n",
+            status=status, reason=reason[:1000],
+            diagnostics=f"Compiler output:\n```\n{diagnostics[:3000]}\n```\n" if diagnostics else "",
+            answer_format=self._answer(False),
+        )
+        return [self._system(), {"role": "user", "content": user.strip()}]
+
+    def retry(self, messages: Messages, answer: str, reason: str) -> Messages:
+        """The same conversation, with the unusable answer and why it could not be used."""
+        return [*messages, {"role": "assistant", "content": answer},
+                {"role": "user", "content": self.t["retry"].substitute(reason=reason).strip()}]

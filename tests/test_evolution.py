@@ -1,0 +1,176 @@
+"""LLM evolution end to end: a real OpenAI-protocol server on loopback scripts the answers, the
+replay backend answers with recorded H200 measurements, and the storage is real SQLite."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import optuna
+import pytest
+from openai_server import OpenAIServer, Reply, Request, diff_answer, kernel_answer
+from test_search import evolve, finished, study
+
+from evolve.llm.log import read
+from evolve.paths import ROOT
+
+NAIVE = (ROOT / "kernels/softmax/naive.cu").read_text()
+BLOCK_ROW = (ROOT / "kernels/softmax/block_row.cu").read_text()
+TRANSPOSE_TILED = (ROOT / "kernels/transpose/tiled.cu").read_text()
+KEY = "sk-planted-test-key-4f1c9a"
+
+
+@pytest.fixture
+def llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+
+
+def llm_args(server: OpenAIServer, *extra: str) -> list[str]:
+    return ["llm=openai", f"llm.base_url={server.base_url}", "llm.model=gpt-5-mini", "llm.backoff_s=0.01",
+            "llm.max_backoff_s=0.05", "llm.timeout_s=2", *extra]
+
+
+def softmax_naive_only(run: str, n: int, *extra: str) -> list[str]:
+    return ["task=softmax", f"run.name={run}", f"search.n_trials={n}", "search.seed=7",
+            f"task.seeds=[{ROOT / 'kernels/softmax/naive.cu'}]", *extra]
+
+
+def by_operator(name: str) -> dict[str, list[optuna.trial.FrozenTrial]]:
+    out: dict[str, list[optuna.trial.FrozenTrial]] = {}
+    for t in finished(name):
+        out.setdefault(t.user_attrs["operator"], []).append(t)
+    return out
+
+
+def test_an_llm_child_beats_the_seed_and_is_tuned(in_tmp: Path, llm_env: None) -> None:
+    with OpenAIServer(lambda r: Reply(kernel_answer(BLOCK_ROW))) as server:
+        evolve(*softmax_naive_only("e1", 14), *llm_args(server, "llm.max_calls=1"))
+    s = study("e1")
+    ops = by_operator("e1")
+    child = ops["mutate"][0] if "mutate" in ops else ops["mutate_diff"][0] if "mutate_diff" in ops else None
+    assert child is not None and child.user_attrs["parents"] and child.user_attrs["llm_model"] == "gpt-5-mini"
+    assert child.user_attrs["llm_tokens"] > 0
+    seed_best = min(t.value for t in ops["seed"] + ops.get("tune", []) if t.value and
+                    t.user_attrs["variant"] == ops["seed"][0].user_attrs["variant"])
+    assert s.best_value < seed_best / 5  # block_row is ~12x faster than the naive seed
+    assert s.best_trial.user_attrs["variant"] == child.user_attrs["variant"]
+    tuned = [t for t in ops.get("tune", []) if t.user_attrs["variant"] == child.user_attrs["variant"]]
+    assert tuned, "the child's tunables are searched too"
+    meta = s.user_attrs[f"variant:{child.user_attrs['variant']}"]
+    assert meta["operator"] == child.user_attrs["operator"] and meta["model"] == "gpt-5-mini"
+    assert s.user_attrs["llm_calls"] == 1
+    lines = read(in_tmp / "runs/e1/llm.jsonl")
+    calls = [x for x in lines if x["kind"] == "call"]
+    assert len(calls) == 1 and calls[0]["messages"][0]["role"] == "system"
+    prompt = calls[0]["messages"][1]["content"]
+    assert "softmax" in prompt and "/*@evolve" in prompt
+    best = json.loads((in_tmp / "runs/e1/best.json").read_text())
+    assert best["variant"]["operator"] in ("mutate", "mutate_diff")
+
+
+def test_unusable_answers_go_back_once_and_failures_never_crash(in_tmp: Path, llm_env: None) -> None:
+    no_spec = kernel_answer('extern "C" __global__ void k() {}')
+    bad_diff = diff_answer([("this line is not in the parent", "x")])
+    answers = [Reply(""), Reply(bad_diff),                 # proposal 0: empty, then a diff that fails
+               Reply(bad_diff), Reply(kernel_answer(BLOCK_ROW)),  # proposal 1: fixed on the second turn
+               Reply(no_spec), Reply(no_spec)]             # proposal 2: no launch spec, twice
+    with OpenAIServer(answers + [Reply(kernel_answer(NAIVE))] * 20) as server:
+        evolve(*softmax_naive_only("e2", 12), *llm_args(server, "llm.max_calls=6", "llm.concurrency=1"))
+        prompts = [r.prompt for r in server.requests]
+    assert "the answer is empty" in prompts[1]
+    assert "does not match the parent" in prompts[3], "the failed diff is reported back to the LLM"
+    assert "launch spec" in prompts[5]
+    proposals = [x for x in read(in_tmp / "runs/e2/llm.jsonl") if x["kind"] == "proposal"]
+    assert [bool(p["variant"]) for p in proposals] == [False, True, False]
+    assert "does not match" in proposals[0]["reason"] and "launch spec" in proposals[2]["reason"]
+    assert study("e2").best_value < 1.0  # the child from the second turn
+    assert len(finished("e2")) == 12
+
+
+def test_http_faults_are_retried_with_backoff(in_tmp: Path, llm_env: None) -> None:
+    script = [Reply(status=429, retry_after=0.01), Reply(status=500), Reply(garbage=True),
+              Reply(kernel_answer(BLOCK_ROW), delay_s=3.0),  # past the 2 s client timeout
+              Reply(kernel_answer(BLOCK_ROW))]
+    with OpenAIServer(script) as server:
+        evolve(*softmax_naive_only("e3", 6), *llm_args(server, "llm.max_calls=1"))
+        assert len(server.requests) == 5
+    calls = [x for x in read(in_tmp / "runs/e3/llm.jsonl") if x["kind"] == "call"]
+    assert calls[0]["attempts"] == 5 and "response" in calls[0]
+    assert any(t.user_attrs["operator"].startswith("mutate") for t in finished("e3"))
+
+
+def test_endpoint_that_keeps_failing_costs_proposals_not_the_run(in_tmp: Path, llm_env: None) -> None:
+    with OpenAIServer(lambda r: Reply(status=503)) as server:
+        evolve(*softmax_naive_only("e4", 6), *llm_args(server, "llm.max_calls=2", "llm.max_retries=1"))
+    proposals = [x for x in read(in_tmp / "runs/e4/llm.jsonl") if x["kind"] == "proposal"]
+    assert len(proposals) == 2 and all(p["reason"].startswith("llm_server") for p in proposals)
+    assert len(finished("e4")) == 6  # the budget was spent on tuning instead
+
+
+def test_budget_caps_hold_and_resume_counts_what_was_spent(in_tmp: Path, llm_env: None) -> None:
+    with OpenAIServer(lambda r: Reply(kernel_answer(NAIVE.replace("softmax_naive", "softmax_naive2")),
+                                      prompt_tokens=1000, completion_tokens=500)) as server:
+        evolve(*softmax_naive_only("e5", 6), *llm_args(server, "llm.max_calls=50", "llm.max_tokens=3000"))
+        first = len(server.requests)
+        attrs = study("e5").user_attrs
+        assert attrs["llm_prompt_tokens"] + attrs["llm_completion_tokens"] >= 3000
+        evolve(*softmax_naive_only("e5", 12), *llm_args(server, "llm.max_calls=50", "llm.max_tokens=3000"))
+        assert len(server.requests) == first, "the token cap spent in the first run still holds"
+    assert first == 2
+    ops = by_operator("e5")
+    assert len(ops["seed"]) == 1, "the seed is not re-added on resume"
+    assert len(finished("e5")) == 12
+
+
+def test_cost_cap(in_tmp: Path, llm_env: None) -> None:
+    big = Reply(kernel_answer(NAIVE), prompt_tokens=400_000, completion_tokens=0)
+    with OpenAIServer(lambda r: big) as srv:
+        evolve(*softmax_naive_only("e6", 5), *llm_args(srv, "llm.max_cost_usd=0.15"))
+        assert len(srv.requests) == 2  # 0.10 USD per call at gpt-5-mini's input price
+    assert study("e6").user_attrs["llm_cost_usd"] == pytest.approx(0.2)
+
+
+def test_the_recording_replays_identically_without_a_network(in_tmp: Path, llm_env: None) -> None:
+    counter = {"n": 0}
+
+    def script(r: Request) -> Reply:
+        counter["n"] += 1
+        return Reply(kernel_answer(TRANSPOSE_TILED if counter["n"] % 3 else "no kernel today"))
+
+    args = ["task=transpose", "search.n_trials=24", "search.seed=11",
+            f"task.seeds=[{ROOT / 'kernels/transpose/naive.cu'}]", "evolution.tune_per_child=3"]
+    with OpenAIServer(script) as server:
+        evolve(*args, "run.name=orig", *llm_args(server, "llm.max_calls=6"))
+    os.environ.pop("OPENAI_API_KEY")
+    evolve(*args, "run.name=again", "llm=replay", "llm.recording=runs/orig/llm.jsonl")
+
+    def history(name: str) -> list[tuple]:
+        return [(t.user_attrs["variant_name"], t.user_attrs["operator"], tuple(sorted(t.params.items())),
+                 t.value) for t in sorted(finished(name), key=lambda t: t.number)]
+
+    assert history("again") == history("orig")
+    orig = sorted((x for x in read(in_tmp / "runs/orig/llm.jsonl") if x["kind"] == "proposal"),
+                  key=lambda p: p["index"])
+    again = sorted((x for x in read(in_tmp / "runs/again/llm.jsonl") if x["kind"] == "proposal"),
+                   key=lambda p: p["index"])
+    assert [(p["operator"], p["variant"], p["reason"]) for p in again] == \
+           [(p["operator"], p["variant"], p["reason"]) for p in orig]
+
+
+def test_a_prompt_missing_from_the_recording_is_reported(in_tmp: Path, llm_env: None) -> None:
+    with OpenAIServer(lambda r: Reply(kernel_answer(BLOCK_ROW))) as server:
+        evolve(*softmax_naive_only("r1", 6), *llm_args(server, "llm.max_calls=1"))
+    evolve(*softmax_naive_only("r2", 6, "task.tolerance.rtol=0.0002"), "llm=replay",
+           "llm.recording=runs/r1/llm.jsonl")
+    proposals = [x for x in read(in_tmp / "runs/r2/llm.jsonl") if x["kind"] == "proposal"]
+    assert proposals and "not in runs/r1/llm.jsonl" in proposals[0]["reason"]
+
+
+def test_the_api_key_is_never_written_anywhere(in_tmp: Path, llm_env: None) -> None:
+    with OpenAIServer(lambda r: Reply(status=401, text=f"Incorrect API key provided: {KEY}")) as server:
+        evolve(*softmax_naive_only("k1", 4), *llm_args(server, "llm.max_calls=1"))
+        assert server.requests[0].header("authorization") == f"Bearer {KEY}"
+    for path in Path("runs").rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), f"the key leaked into {path}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import subprocess
 import sys
@@ -129,3 +130,53 @@ def test_evolve_end_to_end_then_resume(in_tmp: Path) -> None:
     finished = [t for t in study.trials if t.state.is_finished()]
     assert len(finished) == 5
     assert len({(t.user_attrs["variant"], tuple(sorted(t.params.items()))) for t in finished}) == 5
+
+
+ANSWERS = ROOT / "tests" / "llm_answers"
+
+
+@pytest.mark.parametrize(("name", "answers", "repair"), [
+    ("softmax", ["broken_compile.cu", "warp_rows.cu", "block_three_pass.cu"], "block_three_pass.cu"),
+    ("transpose", ["smem_tile.cu", "smem_tile_padded.cu"], None),
+])
+def test_llm_evolution_finds_keeps_and_tunes_the_faster_variant(
+        in_tmp: Path, monkeypatch: pytest.MonkeyPatch, name: str, answers: list[str],
+        repair: str | None) -> None:
+    """Scripted LLM answers are real alternative kernels; the loop must find, keep and tune the best."""
+    from hydra import compose, initialize_config_dir
+    from openai_server import OpenAIServer, Reply, Request, kernel_answer
+
+    from evolve.cli import run
+    from evolve.paths import CONF_DIR
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    sources = [(ANSWERS / name / a).read_text() for a in answers]
+    count = {"n": 0}
+
+    def script(r: Request) -> Reply:
+        if repair and "## A kernel that failed" in r.prompt:
+            return Reply(kernel_answer((ANSWERS / name / repair).read_text()))
+        count["n"] += 1
+        return Reply(kernel_answer(sources[(count["n"] - 1) % len(sources)]))
+
+    with OpenAIServer(script) as server, initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[
+            f"task={name}", "run.name=llm", "search.n_trials=30", "search.seed=0", "search.progress=false",
+            f"task.seeds=[{ROOT / 'kernels' / name / 'naive.cu'}]", "llm=openai",
+            f"llm.base_url={server.base_url}",
+            "llm.model=scripted", f"llm.max_calls={len(answers) + 2}", "evolution.tune_per_child=4",
+        ])
+        run(cfg)
+    study = optuna.load_study(study_name="llm", storage="sqlite:///runs/evolve.db")
+    done = [t for t in study.trials if t.state.is_finished()]
+    naive = min(t.value for t in done if t.value is not None and t.user_attrs["variant_name"] == "naive")
+    best = study.best_trial
+    ops = collections.Counter(t.user_attrs["operator"] for t in done)
+    print(f"{name}: naive {naive:.4f} ms -> best {best.value:.4f} ms ({best.user_attrs['variant_name']} "
+          f"{best.params}); trials by operator: {ops}")
+    assert best.user_attrs["variant_name"] != "naive" and best.value < naive / 2
+    tuned = sum(t.user_attrs["variant"] == best.user_attrs["variant"] for t in done)
+    assert tuned >= 2, "the winner is tuned"
+    if repair:
+        fixed = [t for t in done if t.user_attrs["operator"] == "repair"]
+        assert fixed and fixed[0].user_attrs["status"] == "ok", "the broken child was repaired"

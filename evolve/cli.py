@@ -64,10 +64,15 @@ def run(cfg: DictConfig) -> float | None:
     settings = SearchSettings.from_config(c["search"])
     storage, artifacts = open_storage(c["storage"])
     target = None if c["hardware"]["name"] == "auto" else named(c["hardware"])
-    backend = create_backend(c["backend"])
+    role = str(c.get("role", "all"))
+    backend = None if role == "propose" else create_backend(c["backend"])
     try:
-        hw = backend.start(task, target)
-        hw = _with_ceilings(hw, backend, storage)
+        if backend is None:  # a proposer needs no GPU: it works with the evaluators' hardware
+            hw = _stored_hardware(storage, c["run"]["name"]) or target
+            if hw is None:
+                raise EvolveError("role=propose needs hardware=<name> until an evaluator has created the run")
+        else:
+            hw = _with_ceilings(backend.start(task, target), backend, storage)
         study = _open_study(storage, c["run"]["name"], task, objective, hw, c)
         variants = VariantStore(study, artifacts)
         variants.load()
@@ -75,17 +80,22 @@ def run(cfg: DictConfig) -> float | None:
         if c["backend"].get("record"):
             callbacks.append(RecordingWriter(Path(c["backend"]["record"]), hw, task.name).add)
         evolution = EvolutionSettings.from_config(c["evolution"])
-        search = Search(study, variants, backend, task, objective, hw, settings, callbacks, evolution)
+        search = Search(study, variants, backend, task, objective, hw, settings, callbacks, evolution,
+                        role=role)
         search.add_seeds(task.seeds())
         run_dir = Path(c["run"]["dir"])
-        _attach_llm(search, c, task, hw, run_dir, settings.seed)
+        if role != "evaluate":
+            _attach_llm(search, c, task, hw, run_dir, settings.seed)
+        if role == "propose" and search.proposer is None:
+            raise EvolveError("role=propose needs an LLM: choose llm=openai or llm=local")
         try:
-            stop = search.run()
+            stop = search.run_proposer() if role == "propose" else search.run()
         except KeyboardInterrupt:
             stop = "interrupted"
         summary = export(study, variants, task, hw, objective, run_dir, stop)
     finally:
-        backend.close()
+        if backend is not None:
+            backend.close()
     if summary is None:
         print(f"{task.name}: no correct candidate yet; see {run_dir}/report.md", file=sys.stderr)
     else:
@@ -134,6 +144,14 @@ def _with_ceilings(hw: Hardware, backend: Backend, storage: optuna.storages.Base
     return Hardware.from_dict({**hw.to_dict(), **ceilings})
 
 
+def _stored_hardware(storage: optuna.storages.BaseStorage, name: str) -> Hardware | None:
+    try:
+        spec = optuna.load_study(study_name=name, storage=storage).user_attrs.get("hardware_spec")
+    except KeyError:
+        return None
+    return Hardware.from_dict(spec) if spec else None
+
+
 def _open_study(storage: optuna.storages.BaseStorage, name: str, task: Task,
                 objective: Objective, hw: Hardware, c: dict[str, Any]) -> optuna.Study:
     """Create the run's study, or resume it if it describes the same search."""
@@ -153,6 +171,7 @@ def _open_study(storage: optuna.storages.BaseStorage, name: str, task: Task,
         for k, v in identity.items():
             study.set_user_attr(k, v)
         study.set_user_attr("device", hw.device)
+        study.set_user_attr("hardware_spec", hw.to_dict())
         study.set_user_attr("backend", c["backend"]["name"])
         study.set_user_attr("cuda_evolve", __version__)
         study.set_user_attr("config", OmegaConf.to_yaml(c))

@@ -45,6 +45,7 @@ class EvolutionSettings:
     tune_per_child: int = 6
     max_pending: int = 2
     overlap: bool = True
+    idle_wait_s: float = 120.0
     prompts: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod

@@ -18,6 +18,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from evolve.errors import EvolveError
 from evolve.hardware import Hardware
+from evolve.lineage import write_lineage
 from evolve.objective import Objective
 from evolve.plan import make_plan
 from evolve.search import ORIGIN_ATTRS, counts_toward_budget
@@ -67,6 +68,10 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         report = _report(study, variants, task, hw, done, ok, failures, stop_reason)
+        files = write_lineage(study, variants, run_dir)
+        report += (f"\nLineage: [{files['table'].name}]({files['table'].name}) (table), "
+                   f"[{files['svg'].name}]({files['svg'].name}) (graph); "
+                   f"evolution curve: [{files['curve'].name}]({files['curve'].name}).\n")
         (run_dir / "report.md").write_text(report)
         if not ok:
             return None

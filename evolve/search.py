@@ -26,6 +26,7 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from evolve.backends import Backend
+from evolve.errors import EvolveError
 from evolve.evolution import LLM_OPERATORS, REPAIRABLE, EvolutionSettings, Proposer
 from evolve.hardware import Hardware
 from evolve.measurement import Measurement, Status
@@ -39,6 +40,7 @@ from evolve.tuner import VariantTuner
 from evolve.variants import VariantStore
 
 log = logging.getLogger(__name__)
+ROLES = ("all", "propose", "evaluate")
 ORIGIN_ATTRS = ("variant", "variant_name", "operator", "parents")  # set when a trial is enqueued
 Callback = Callable[[Variant, Mapping[str, int], Measurement], None]
 
@@ -80,7 +82,11 @@ class Search:
 
     def __init__(self, study: optuna.Study, variants: VariantStore, backend: Backend, task: Task,
                  objective: Objective, hardware: Hardware, settings: SearchSettings,
-                 callbacks: Iterable[Callback] = (), evolution: EvolutionSettings | None = None):
+                 callbacks: Iterable[Callback] = (), evolution: EvolutionSettings | None = None,
+                 role: str = "all"):
+        if role not in ROLES:
+            raise EvolveError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+        self.role = role
         self.study, self.variants, self.backend = study, variants, backend
         self.task, self.objective, self.hw, self.s = task, objective, hardware, settings
         self.evo = evolution or EvolutionSettings()
@@ -101,6 +107,8 @@ class Search:
         self.waiting = 0  # of them, not yet evaluated
         self.inflight = 0  # LLM proposals planned and not yet committed (each may bring a child)
         self.credits = 0  # tuning trials allowed before the next LLM child
+        self._pulled = 0  # trials (by number) already fed to the population
+        self._last_work = time.monotonic()
         self.repairable: list[tuple[str, str, str, str]] = []  # (variant, status, reason, diagnostics)
         self.recent_failures: list[tuple[str, str, str]] = []  # (name, status, reason)
 
@@ -126,7 +134,11 @@ class Search:
             vid = t.user_attrs.get("variant")
             if vid not in self.variants:
                 continue
-            if t.state == TrialState.RUNNING:
+            if t.state == TrialState.RUNNING and self.role == "propose":
+                self._tuner(vid).mark_pending(t.system_attrs.get("fixed_params") or t.params)
+                self.waiting += 1  # an evaluator is measuring it
+                self.enqueued += 1
+            elif t.state == TrialState.RUNNING:
                 params = t.system_attrs.get("fixed_params") or t.params
                 self._requeue(Trial(self.study, t._trial_id), t.user_attrs, params)
                 self._tuner(vid).mark_pending(params)
@@ -140,6 +152,7 @@ class Search:
                 used += 1
                 self.enqueued += 1
                 self._observe(t)
+        self._pulled = next((i for i, t in enumerate(trials) if not t.state.is_finished()), len(trials))
         repaired = {p for m in self.variants.meta.values() if m["operator"] == "repair" for p in m["parents"]}
         self.repairable = [r for r in self.repairable if r[0] not in repaired]
         return used
@@ -215,16 +228,65 @@ class Search:
         return reason
 
     def llm_active(self) -> bool:
+        if self.role == "evaluate":  # the LLM works in another process: is it alive?
+            state = self.study.user_attrs.get("proposer") or {}
+            return state.get("state") == "running" and time.time() - state.get("heartbeat", 0) < 60
         return self.proposer is not None and self.proposer.stopped is None
+
+    def _pull(self) -> None:
+        """Catch up with what other processes put in the storage: their variants, their queued
+        trials and (for the proposer) the results, in trial order."""
+        self.variants.load()
+        trials = sorted(self.study.get_trials(deepcopy=False), key=lambda t: t.number)
+        with self.lock:
+            if self.role == "propose":
+                while self._pulled < len(trials) and trials[self._pulled].state.is_finished():
+                    t = trials[self._pulled]
+                    self._pulled += 1
+                    if counts_toward_budget(t) and t.user_attrs.get("variant") in self.variants:
+                        self.used += 1
+                        self._observe(t)
+            self.waiting = sum(t.state in (TrialState.WAITING, TrialState.RUNNING) if self.role == "propose"
+                               else t.state == TrialState.WAITING for t in trials)
+
+    def run_proposer(self) -> str:
+        """``role=propose``: make LLM children for evaluators elsewhere until a budget is spent."""
+        assert self.proposer is not None
+        self.used = self._restore()
+        beat, reason = 0.0, "budget"
+        try:
+            while True:
+                if time.monotonic() - beat > 5:
+                    self.study.set_user_attr("proposer", {"state": "running", "heartbeat": time.time()})
+                    beat = time.monotonic()
+                self._pull()
+                if self.proposer.stopped is not None:
+                    reason = self.proposer.stopped
+                    break
+                if self.used >= self.s.n_trials:
+                    break
+                with self.lock:
+                    busy = self.waiting >= self.evo.max_pending or self.budget_full()
+                    plan = None if busy else self.proposer.plan()
+                if plan is None:
+                    time.sleep(0.2)
+                    continue
+                outcome = self.proposer.ask(plan)
+                with self.lock:
+                    self.proposer.commit(plan, *outcome)
+        finally:
+            self.study.set_user_attr("proposer", {"state": "done", "reason": reason})
+        return reason
 
     def _next(self) -> str:
         """What the evaluator does next: evaluate a queued candidate, propose, wait or stop."""
+        if self.role == "evaluate":
+            self._pull()
         with self.lock:
             if self.replay is not None:
                 self._follow_replay()
             if self.waiting:
-                self.waiting -= 1
-                return "evaluate"
+                return self._take()
             if self._propose_seed():
                 return self._take()
             if self.replay is not None:
@@ -240,18 +302,30 @@ class Search:
             llm = self.llm_active() and not self.budget_full()
             if (not llm or self.credits > 0) and self._propose_tune():
                 return self._take()
+            if llm and self.role == "evaluate":
+                return "wait"  # for the proposer process's next child
             if llm and self.proposer is not None and not self.proposer.idle:
                 return "wait" if self.evo.overlap else "propose"
             # the LLM is done or has nothing to work on yet: tune whatever is left
             if self._propose_tune():
                 return self._take()
-            return "wait" if self.inflight else "exhausted"
+            if self.inflight or self._may_get_work():
+                return "wait"
+            return "exhausted"
+
+    def _may_get_work(self) -> bool:
+        """An evaluator beside a proposer process waits a while for children before giving up."""
+        if self.role != "evaluate":
+            return False
+        state = (self.study.user_attrs.get("proposer") or {}).get("state")
+        return state != "done" and time.monotonic() - self._last_work < self.evo.idle_wait_s
 
     def budget_full(self) -> bool:
         return self.used + self.waiting + self.inflight >= self.s.n_trials
 
     def _take(self) -> str:
         self.waiting -= 1
+        self._last_work = time.monotonic()
         return "evaluate"
 
     def _follow_replay(self) -> None:
@@ -318,6 +392,8 @@ class Search:
         trial = self.study.ask()
         attrs = trial.user_attrs
         vid = attrs.get("variant")
+        if vid not in self.variants:
+            self.variants.load()  # made by another process since we last looked
         if vid not in self.variants:
             trial.set_user_attr("status", Status.REJECTED.value)
             trial.set_user_attr("reason", "trial carries no known variant")

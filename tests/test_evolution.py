@@ -111,11 +111,12 @@ def test_endpoint_that_keeps_failing_costs_proposals_not_the_run(in_tmp: Path, l
 def test_budget_caps_hold_and_resume_counts_what_was_spent(in_tmp: Path, llm_env: None) -> None:
     with OpenAIServer(lambda r: Reply(kernel_answer(NAIVE.replace("softmax_naive", "softmax_naive2")),
                                       prompt_tokens=1000, completion_tokens=500)) as server:
-        evolve(*softmax_naive_only("e5", 6), *llm_args(server, "llm.max_calls=50", "llm.max_tokens=3000"))
+        caps = ("llm.max_calls=50", "llm.max_tokens=3000", "llm.concurrency=1")  # one call in flight
+        evolve(*softmax_naive_only("e5", 6), *llm_args(server, *caps))
         first = len(server.requests)
         attrs = study("e5").user_attrs
         assert attrs["llm_prompt_tokens"] + attrs["llm_completion_tokens"] >= 3000
-        evolve(*softmax_naive_only("e5", 12), *llm_args(server, "llm.max_calls=50", "llm.max_tokens=3000"))
+        evolve(*softmax_naive_only("e5", 12), *llm_args(server, *caps))
         assert len(server.requests) == first, "the token cap spent in the first run still holds"
     assert first == 2
     ops = by_operator("e5")
@@ -126,7 +127,7 @@ def test_budget_caps_hold_and_resume_counts_what_was_spent(in_tmp: Path, llm_env
 def test_cost_cap(in_tmp: Path, llm_env: None) -> None:
     big = Reply(kernel_answer(NAIVE), prompt_tokens=400_000, completion_tokens=0)
     with OpenAIServer(lambda r: big) as srv:
-        evolve(*softmax_naive_only("e6", 5), *llm_args(srv, "llm.max_cost_usd=0.15"))
+        evolve(*softmax_naive_only("e6", 5), *llm_args(srv, "llm.max_cost_usd=0.15", "llm.concurrency=1"))
         assert len(srv.requests) == 2  # 0.10 USD per call at gpt-5-mini's input price
     assert study("e6").user_attrs["llm_cost_usd"] == pytest.approx(0.2)
 
@@ -174,3 +175,43 @@ def test_the_api_key_is_never_written_anywhere(in_tmp: Path, llm_env: None) -> N
     for path in Path("runs").rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), f"the key leaked into {path}"
+
+
+def test_proposer_and_evaluator_processes_share_only_the_storage(
+        in_tmp: Path, postgres_url: str) -> None:
+    import subprocess
+    import sys
+    import time
+
+    naive = ROOT / "kernels/softmax/naive.cu"
+    common = ["task=softmax", "run.name=split", "search.n_trials=12", "hardware=h200", "storage=postgres",
+              f"storage.url='{postgres_url}'", f"task.seeds=[{naive}]", "search.progress=false"]
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EVOLVE_LLM_"))},
+           "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": KEY}
+    with OpenAIServer(lambda r: Reply(kernel_answer(BLOCK_ROW))) as server:
+        evaluator = subprocess.Popen(
+            [sys.executable, "-m", "evolve", *common, "role=evaluate", "backend=replay", "llm=none",
+             "evolution.idle_wait_s=30"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        storage = optuna.storages.RDBStorage(postgres_url)
+        while time.monotonic() < deadline:
+            try:
+                if optuna.load_study(study_name="split", storage=storage).user_attrs.get("hardware_spec"):
+                    break
+            except KeyError:
+                pass
+            time.sleep(0.2)
+        proposer = subprocess.run([sys.executable, "-m", "evolve", *common, "role=propose", "llm=openai",
+                                   f"llm.base_url={server.base_url}", "llm.max_calls=1"],
+                                  env=env, capture_output=True, text=True, timeout=120)
+        out, err = evaluator.communicate(timeout=120)
+    assert proposer.returncode == 0, proposer.stderr
+    assert evaluator.returncode == 0, err
+    s = optuna.load_study(study_name="split", storage=storage)
+    done = [t for t in s.trials if t.state.is_finished()]
+    assert len(done) == 12
+    child = [t for t in done if t.user_attrs["operator"] in ("mutate", "mutate_diff", "crossover")]
+    assert len(child) == 1 and child[0].user_attrs["status"] == "ok"
+    assert s.best_trial.user_attrs["variant"] == child[0].user_attrs["variant"]
+    assert s.user_attrs["proposer"]["state"] == "done"
+    assert KEY not in out + err + proposer.stdout + proposer.stderr

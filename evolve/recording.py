@@ -50,7 +50,7 @@ class Recording:
                 if d.get("hardware") != hardware:
                     continue
                 rec.device = d.get("device") or rec.device
-                if d.get("kind") == "ceiling":
+                if d.get("kind") == "ceiling" and not rec.ceilings:  # the first file's wins
                     rec.ceilings = {k: float(d[k]) for k in MEASURED if k in d}
                 elif d.get("kind") == "measurement" and d.get("task") == task:
                     rec.measurements[candidate_key(d["variant"], d["tunables"])] = Measurement.from_dict(

@@ -41,6 +41,7 @@ from evolve.variants import VariantStore
 
 log = logging.getLogger(__name__)
 ROLES = ("all", "propose", "evaluate")
+MAX_BLIND_TRIES = 2  # configurations tried of a variant that has never produced a correct result
 ORIGIN_ATTRS = ("variant", "variant_name", "operator", "parents")  # set when a trial is enqueued
 Callback = Callable[[Variant, Mapping[str, int], Measurement], None]
 
@@ -360,7 +361,7 @@ class Search:
 
     def _propose_tune(self) -> bool:
         """Queue the next configuration of the most promising variant that has one left."""
-        active = [v for v in self.variants if not self._tuner(v.id).exhausted]
+        active = [v for v in self.variants if self._tunable(v.id)]
         while active:
             v = min(active, key=lambda v: self._score(v.id))
             cfg = self._tuner(v.id).propose()
@@ -369,6 +370,11 @@ class Search:
                 return True
             active.remove(v)
         return False
+
+    def _tunable(self, vid: str) -> bool:
+        """Configurations left, and not a variant that failed twice without ever working."""
+        tuner = self._tuner(vid)
+        return not tuner.exhausted and (tuner.best is not None or tuner.n_measured < MAX_BLIND_TRIES)
 
     def _score(self, vid: str) -> float:
         """Lower confidence bound on the variant's best time: few trials, more optimism."""

@@ -121,7 +121,7 @@ def test_budget_caps_hold_and_resume_counts_what_was_spent(in_tmp: Path, llm_env
     assert first == 2
     ops = by_operator("e5")
     assert len(ops["seed"]) == 1, "the seed is not re-added on resume"
-    assert len(finished("e5")) == 12
+    assert len(finished("e5")) == 6 + 2  # naive's whole space, then two tries of the unrecorded child
 
 
 def test_cost_cap(in_tmp: Path, llm_env: None) -> None:
@@ -215,3 +215,27 @@ def test_proposer_and_evaluator_processes_share_only_the_storage(
     assert s.best_trial.user_attrs["variant"] == child[0].user_attrs["variant"]
     assert s.user_attrs["proposer"]["state"] == "done"
     assert KEY not in out + err + proposer.stdout + proposer.stderr
+
+
+def test_a_failed_child_goes_back_once_with_its_diagnostics(in_tmp: Path, llm_env: None) -> None:
+    answers = ROOT / "tests/llm_answers/softmax"
+    broken, fixed = (answers / "broken_compile.cu").read_text(), (answers / "block_three_pass.cu").read_text()
+
+    def script(r: Request) -> Reply:
+        return Reply(kernel_answer(fixed if "## A kernel that failed" in r.prompt else broken))
+
+    with OpenAIServer(script) as server:
+        recorded = ROOT / "tests/recordings/h200/softmax.jsonl"
+        evolve(*softmax_naive_only("rep", 12), *llm_args(server, "llm.max_calls=2"),
+               "evolution.overlap=false", f"backend.recordings=[{recorded}]")
+        repair_prompts = [r.prompt for r in server.requests if "## A kernel that failed" in r.prompt]
+    assert len(repair_prompts) == 1, "one repair per failed child"
+    assert "compile_error" in repair_prompts[0] and 'identifier "inv_sum" is undefined' in repair_prompts[0]
+    ops = by_operator("rep")
+    assert ops["repair"][0].user_attrs["status"] == "ok"
+    broken_child = next(t for op in ("mutate", "mutate_diff", "crossover") for t in ops.get(op, []))
+    assert broken_child.user_attrs["status"] == "compile_error"
+    assert ops["repair"][0].user_attrs["parents"] == [broken_child.user_attrs["variant"]]
+    assert study("rep").best_trial.user_attrs["variant"] == ops["repair"][0].user_attrs["variant"]
+    blind = [t for t in finished("rep") if t.user_attrs["variant"] == broken_child.user_attrs["variant"]]
+    assert len(blind) == 2, "a variant that never worked is tried at most twice"

@@ -95,25 +95,31 @@ kernels:
 
 
 def test_tuning_beats_the_seed_default_on_most_tasks(gpu: Get, tmp_path: Path) -> None:
-    """Faster by more than the noise: twice the summed IQRs of the two measurements."""
+    """The tuned configuration must be faster than the best seed default when both are measured
+    again, interleaved, twice each: every re-measurement of the winner beats every one of the default."""
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/t.db")
     artifacts = optuna.artifacts.FileSystemArtifactStore(str(tmp_path))
     wins = {}
     for name in TASKS:
         t, b, hw = gpu(name)
         study = optuna.create_study(study_name=name, storage=storage)
-        search = Search(study, VariantStore(study, artifacts), b, t, Objective("latency", "first"), hw,
+        variants = VariantStore(study, artifacts)
+        search = Search(study, variants, b, t, Objective("latency", "first"), hw,
                         SearchSettings(n_trials=20, seed=0, progress=False))
         search.add_seeds(t.seeds())
         search.run()
         done = [x for x in study.trials if x.value is not None]
         base = min((x for x in done if x.user_attrs["operator"] == "seed"), key=lambda x: x.value)
         best = study.best_trial
-        noise = 2 * (base.user_attrs["iqr_ms"] + best.user_attrs["iqr_ms"])
-        wins[name] = base.value - best.value > noise
+        again: dict[str, list[float]] = {"base": [], "best": []}
+        for _ in range(2):
+            for label, trial in (("base", base), ("best", best)):
+                m = b.evaluate(variants.get(trial.user_attrs["variant"]), trial.params, t.timing_sizes[:1])
+                again[label].append(next(iter(m.timings.values())).median_s * 1e3)
+        wins[name] = max(again["best"]) < min(again["base"])
         print(f"{name}: best seed default {base.value:.4f} ms ({base.user_attrs['variant_name']} "
               f"{base.params}) -> tuned {best.value:.4f} ms ({best.user_attrs['variant_name']} "
-              f"{best.params}); noise {noise:.4f} ms")
+              f"{best.params}); measured again: default {again['base']} tuned {again['best']}")
     assert sum(wins.values()) >= 4, wins
 
 
@@ -136,7 +142,7 @@ ANSWERS = ROOT / "tests" / "llm_answers"
 
 
 @pytest.mark.parametrize(("name", "answers", "repair"), [
-    ("softmax", ["broken_compile.cu", "warp_rows.cu", "block_three_pass.cu"], "block_three_pass.cu"),
+    ("softmax", ["broken_compile.cu", "warp_rows.cu", "block_three_pass.cu"], "repaired.cu"),
     ("transpose", ["smem_tile.cu", "smem_tile_padded.cu"], None),
 ])
 def test_llm_evolution_finds_keeps_and_tunes_the_faster_variant(
@@ -151,11 +157,14 @@ def test_llm_evolution_finds_keeps_and_tunes_the_faster_variant(
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     sources = [(ANSWERS / name / a).read_text() for a in answers]
+    # the repair: the broken kernel with its typo fixed (not byte-identical to another answer)
+    fixed = (ANSWERS / name / "broken_compile.cu").read_text().replace("* inv_sum", "* inv_fixed") \
+        .replace("const float inv =", "const float inv_fixed =") if repair else ""
     count = {"n": 0}
 
     def script(r: Request) -> Reply:
         if repair and "## A kernel that failed" in r.prompt:
-            return Reply(kernel_answer((ANSWERS / name / repair).read_text()))
+            return Reply(kernel_answer(fixed))
         count["n"] += 1
         return Reply(kernel_answer(sources[(count["n"] - 1) % len(sources)]))
 

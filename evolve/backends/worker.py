@@ -8,6 +8,7 @@ trap) ends the process, which is restarted. The search process never touches CUD
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
 from multiprocessing.connection import Connection
 from typing import Any
@@ -61,7 +62,10 @@ def serve(conn: Connection, device: int) -> None:
                 return
         except gpu.Crashed as exc:
             conn.send(("crashed", str(exc)[:1000]))
-            return  # the context is unusable: let the parent start a fresh process
+            conn.close()
+            # The context is unusable: leave at once, skipping CuPy's cleanup, which would only
+            # print a traceback for every buffer it can no longer free. The parent starts a new one.
+            os._exit(3)
         except Exception as exc:
             conn.send(("error", f"{exc.__class__.__name__}: {str(exc)[:1000]}"))
 

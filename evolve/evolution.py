@@ -84,12 +84,19 @@ class Proposer:
         self.failures: dict[str, int] = {}
         self._streak = 0  # proposals in a row that gave no child
 
+    def spent(self) -> bool:
+        """Stop proposing once a cap is reached (calls already in flight still finish)."""
+        cap = self.budget.exhausted()
+        if cap and self.stopped is None:
+            self.stopped = f"LLM budget spent ({cap})"
+        return self.stopped is not None
+
     def run(self, stop: threading.Event) -> None:
         """Proposer thread: keep up to ``max_pending`` children waiting for the GPU."""
         while not stop.is_set() and self.stopped is None:
             with self.search.lock:
                 busy = self.search.waiting >= self.s.max_pending or self.search.budget_full()
-                plan = None if busy else self.plan()
+                plan = None if busy or self.spent() else self.plan()
                 self.idle = not busy and plan is None
             if plan is None:
                 stop.wait(0.05)
@@ -101,7 +108,7 @@ class Proposer:
     def run_once(self) -> None:
         """One proposal, in the evaluator's thread (``evolution.overlap=false``)."""
         with self.search.lock:
-            plan = self.plan()
+            plan = None if self.spent() else self.plan()
             self.idle = plan is None
         if plan is not None:
             outcome = self.ask(plan)
@@ -112,10 +119,6 @@ class Proposer:
     def plan(self) -> Plan | None:
         """Fix the next proposal from the current population; None if there is nothing to do."""
         search, pop = self.search, self.search.population
-        cap = self.budget.exhausted()
-        if cap:
-            self.stopped = f"LLM budget spent ({cap})"
-            return None
         if not pop.members:
             return None
         index, seen = self.index, pop.observed
@@ -166,16 +169,24 @@ class Proposer:
         )
 
     # ---- asking (no lock held: this is the slow part) -----------------------------------
-    def ask(self, plan: Plan) -> tuple[Variant | None, str | None, list[str], Completion | None]:
-        """Call the LLM (and once more if the answer is unusable); the child or why not."""
+    def ask(self, plan: Plan, turns: int = 2, then: str | None = None
+            ) -> tuple[Variant | None, str | None, list[str], Completion | None]:
+        """Call the LLM (and once more if the answer is unusable); the child or why not.
+
+        A replay passes the number of calls the recorded proposal made and, when the recorded one
+        ran out of LLM budget, its reason: concurrency decided that, not the record."""
         calls: list[str] = []
         messages, last = plan.messages, None
         for turn in range(2):
+            if turn >= turns:
+                return None, then, calls, last
             try:
                 completion = self._call(messages, plan)
             except LLMError as exc:
                 if exc.kind == "budget":
                     self.stopped = str(exc)
+                else:
+                    calls.append(prompt_hash(messages))
                 return None, f"llm_{exc.kind}: {exc}", calls, last
             calls.append(prompt_hash(messages))
             last = completion

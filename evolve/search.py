@@ -261,8 +261,8 @@ class Search:
                     self.study.set_user_attr("proposer", {"state": "running", "heartbeat": time.time()})
                     beat = time.monotonic()
                 self._pull()
-                if self.proposer.stopped is not None:
-                    reason = self.proposer.stopped
+                if self.proposer.spent():
+                    reason = str(self.proposer.stopped)
                     break
                 if self.used >= self.s.n_trials:
                     break
@@ -335,7 +335,9 @@ class Search:
         while self.replay and self.replay[0]["seen"] <= self.population.observed:
             entry = self.replay.pop(0)
             plan = self.proposer.plan()
-            outcome = self.proposer.ask(plan) if plan is not None else None
+            reason = entry.get("reason") or ""
+            outcome = None if plan is None else self.proposer.ask(
+                plan, turns=len(entry["calls"]), then=reason if reason.startswith("llm_budget") else None)
             self._held.append((entry, (plan, outcome)))
         self._commit_held(force=False)
 

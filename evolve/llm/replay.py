@@ -18,8 +18,7 @@ class ReplayLLM:
         lines = read(path)
         # Identical prompts can get different answers: each is used once, in proposal order.
         self.calls: dict[str, deque[dict[str, Any]]] = {}
-        answered = sorted((c for c in lines if c["kind"] == "call" and "response" in c),
-                          key=lambda c: c.get("proposal", 0))
+        answered = sorted((c for c in lines if c["kind"] == "call"), key=lambda c: c.get("proposal", 0))
         for c in answered:
             self.calls.setdefault(c["prompt_hash"], deque()).append(c)
         self.proposals = [p for p in lines if p["kind"] == "proposal"]
@@ -36,6 +35,9 @@ class ReplayLLM:
             raise LLMError(
                 "not_recorded", f"prompt {h} is not in {self.path}: this run diverged from the recorded one"
             )
+        if "response" not in call:  # the recorded call failed: fail the same way
+            kind, _, message = str(call.get("error", "server: recorded failure")).partition(": ")
+            raise LLMError(kind, message)
         return Completion(
             text=call["response"], model=call["model"], prompt_tokens=call["prompt_tokens"],
             completion_tokens=call["completion_tokens"], cost_usd=call["cost_usd"], latency_s=0.0,

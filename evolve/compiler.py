@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evolve.errors import EvolveError
+from evolve.spec import normalize_source
 
 ALLOWED_INCLUDES = frozenset({
     "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "cuda_runtime.h", "cuda/std/cstdint",
@@ -29,6 +30,7 @@ CACHE_DIR = Path(os.environ.get("EVOLVE_CACHE_DIR", Path.home() / ".cache" / "cu
 # Preprocessor directives after line splicing; "%:" is the digraph for "#".
 _DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(\w+)(.*)$", re.M)
 _INCLUDE = re.compile(r'^\s*<([A-Za-z0-9_./]+)>\s*(?://.*|/\*.*\*/\s*)?$')
+_PRINTF = re.compile(r"\bv?printf\b")
 _PATHS = re.compile(r"(?:/[\w.+-]+)+/([\w.+-]+\.(?:cu|h|hpp|cuh))")
 
 
@@ -44,8 +46,8 @@ class CompileError(Exception):
     """NVRTC refused the source; the message is the sanitized compiler log."""
 
 
-def check_includes(source: str) -> str | None:
-    """Why the source may not be compiled (a forbidden preprocessor use), or None."""
+def check_source(source: str) -> str | None:
+    """Why the source may not be compiled (a forbidden include or device printf), or None."""
     spliced = source.replace("\\\r\n", "").replace("\\\n", "")
     for m in _DIRECTIVE.finditer(spliced):
         directive, rest = m.group(1), m.group(2)
@@ -56,6 +58,8 @@ def check_includes(source: str) -> str | None:
                        f"{', '.join(sorted(ALLOWED_INCLUDES))})"
     if "__has_include" in spliced:
         return "__has_include is not allowed"
+    if _PRINTF.search(normalize_source(spliced)):
+        return "printf is not allowed in device code (its output would flood the host)"
     return None
 
 
@@ -94,7 +98,7 @@ def nvrtc_version() -> tuple[int, int]:
 def compile_cuda(source: str, defines: Mapping[str, object], arch: str,
                  cache: bool = True) -> Compiled:
     """Compile to a cubin for ``arch`` (e.g. sm_90); raise CompileError with the log."""
-    reason = check_includes(source)
+    reason = check_source(source)
     if reason:
         raise CompileError(reason)
     nvrtc = _nvrtc()

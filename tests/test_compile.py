@@ -6,7 +6,7 @@ import random
 import pytest
 from conftest import TASKS, task
 
-from evolve.compiler import CompileError, check_includes, compile_cuda, sanitize
+from evolve.compiler import CompileError, check_source, compile_cuda, sanitize
 from evolve.errors import EvolveError
 
 
@@ -72,13 +72,26 @@ def test_cache_returns_the_same_cubin(tmp_path, monkeypatch) -> None:
     "#include <stdio.h>",
 ])
 def test_forbidden_includes_are_refused_before_compiling(source: str) -> None:
-    assert check_includes(source) is not None
+    assert check_source(source) is not None
     with pytest.raises(CompileError, match="not allowed"):
         compile_cuda(source + '\nextern "C" __global__ void k() {}', {}, "sm_90", cache=False)
 
 
 def test_allowed_includes_pass_the_check() -> None:
-    assert check_includes("#include <cuda_fp16.h>\n#include <cstdint> // ints\n#pragma unroll") is None
+    assert check_source("#include <cuda_fp16.h>\n#include <cstdint> // ints\n#pragma unroll") is None
+
+
+@pytest.mark.parametrize("source", [
+    'extern "C" __global__ void k() { printf("%d", 1); }',
+    'extern "C" __global__ void k() { vprintf("x", 0); }',
+    'extern "C" __global__ void k() { printf ("%d", 1); }',
+])
+def test_device_printf_is_refused(source: str) -> None:
+    assert "printf" in (check_source(source) or "")
+
+
+def test_printf_in_comments_and_names_is_fine() -> None:
+    assert check_source('// no printf here\nextern "C" __global__ void my_printfless() {}') is None
 
 
 def test_sanitize_removes_host_paths() -> None:

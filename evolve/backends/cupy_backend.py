@@ -16,6 +16,7 @@ from evolve.task import Task
 class CupyBackend:
     def __init__(self, cfg: Mapping[str, Any]):
         self.timeout_s = float(cfg.get("timeout_s", 120))
+        self.compile_timeout_s = float(cfg.get("compile_timeout_s", 60))
         self.settings = dict(cfg.get("timing") or {})
         self.worker = Worker(int(cfg.get("device", 0)))
 
@@ -34,8 +35,15 @@ class CupyBackend:
                  sizes: list[dict[str, int]]) -> Measurement:
         payload = {"source": variant.source, "tunables": dict(tunables), "sizes": sizes}
         try:
-            return Measurement.from_dict(self.worker.call("evaluate", payload, self.timeout_s))
-        except WorkerTimeout:
+            return Measurement.from_dict(
+                self.worker.call("evaluate", payload, self.timeout_s, first_stage=self.compile_timeout_s)
+            )
+        except WorkerTimeout as exc:
+            if exc.stage == "compile":
+                return Measurement.failed(
+                    Status.COMPILE_ERROR,
+                    f"compilation took longer than the {self.compile_timeout_s:.0f} s time limit; stopped",
+                )
             return Measurement.failed(
                 Status.TIMEOUT, f"no result within {self.timeout_s:.0f} s; the worker was restarted"
             )

@@ -14,7 +14,7 @@ import hashlib
 import math
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,10 @@ from evolve.spec import Variant
 from evolve.task import Task, size_label
 
 CUDA_ERRORS = (driver.CUDADriverError, runtime.CUDARuntimeError)
+MAX_LOCAL_BYTES = 16 * 1024  # per-thread local memory (stack, spills) a candidate may use
+GUARD = 4096  # elements of guard zone on each side of every buffer during correctness checks
+# Guards hold NaN bit patterns: an out-of-bounds read poisons the result, a write changes them.
+_GUARD_BITS = {2: 0x7EA5, 4: 0x7FA5A5A5, 8: 0x7FF4A5A5A5A5A5A5}
 
 # The harness's own read-only stream (not a candidate): 16-byte loads, four in flight per thread.
 _READ_STREAM = r"""
@@ -78,6 +82,23 @@ class _Fail(Exception):
         self.status, self.reason = status, reason
 
 
+class _Guarded:
+    """A device buffer with guard zones before and after it, to catch out-of-bounds accesses."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any):
+        n = int(np.prod(shape))
+        itemsize = np.dtype(dtype).itemsize
+        self.n, self.bits = n, cp.dtype(f"uint{8 * itemsize}")
+        self.pattern = _GUARD_BITS.get(itemsize, 0xA5)
+        self.base = cp.empty(n + 2 * GUARD, dtype=dtype)
+        self.base.view(self.bits).fill(self.pattern)
+        self.array = self.base[GUARD:GUARD + n].reshape(shape)
+
+    def intact(self) -> bool:
+        u = self.base.view(self.bits)
+        return bool((u[:GUARD] == self.pattern).all()) and bool((u[GUARD + self.n:] == self.pattern).all())
+
+
 @dataclass
 class _BufferSet:
     buffers: dict[str, Any]  # inputs and outputs by name
@@ -114,8 +135,10 @@ class GpuEvaluator:
         self._rng = random.Random(secret)
 
     # ---- public -----------------------------------------------------------------------
-    def evaluate(self, source: str, tunables: Mapping[str, int],
-                 timing_sizes: list[dict[str, int]]) -> Measurement:
+    def evaluate(self, source: str, tunables: Mapping[str, int], timing_sizes: list[dict[str, int]],
+                 on_compiled: Callable[[], None] | None = None) -> Measurement:
+        """Measure one candidate; ``on_compiled`` tells the parent that compiling is over (it
+        has its own time limit)."""
         self.counter += 1
         t0 = time.perf_counter()
         compiled_s = check_s = 0.0
@@ -131,7 +154,10 @@ class GpuEvaluator:
             try:
                 compiled = compile_cuda(source, {**tunables, **dict(self.task.defines)}, self.hw.arch)
             except CompileError as exc:
-                raise _Fail(Status.COMPILE_ERROR, first_error(str(exc))) from exc
+                status = Status.REJECTED if "not allowed" in str(exc) else Status.COMPILE_ERROR
+                raise _Fail(status, first_error(str(exc))) from exc
+            if on_compiled is not None:
+                on_compiled()
             log = compiled.log
             compiled_s = time.perf_counter() - t0
             fns = self._load(compiled.cubin, variant, plans)
@@ -226,6 +252,11 @@ class GpuEvaluator:
                 driver.funcSetAttribute(
                     fns[name].ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared
                 )
+        for name, fn in fns.items():
+            local = driver.funcGetAttribute(driver.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fn.ptr)
+            if local > MAX_LOCAL_BYTES:
+                raise _Fail(Status.REJECTED, f"{name} uses {local} bytes of local memory per thread "
+                                             f"(limit {MAX_LOCAL_BYTES})")
         fns["__module__"] = module  # keep the module alive as long as its functions
         return fns
 
@@ -254,17 +285,28 @@ class GpuEvaluator:
             label = size_label(sizes)
             plan = plans[label]
             for rnd in range(self.s.rounds):
-                inputs = self.task.make_inputs(cp, sizes, self._seed(si, rnd))
-                refs = self.task.expected(cp, inputs, sizes)
-                original = {k: v.copy() for k, v in inputs.items()}
+                fresh = self.task.make_inputs(cp, sizes, self._seed(si, rnd))
+                refs = self.task.expected(cp, fresh, sizes)
+                guarded = {k: _Guarded(v.shape, v.dtype) for k, v in fresh.items()}
+                for k, g in guarded.items():
+                    g.array[...] = fresh[k]
+                inputs = {k: g.array for k, g in guarded.items()}
                 for repeat in range(2 if rnd == 0 else 1):
-                    outputs = self._outputs(sizes)
-                    buffers = {**inputs, **outputs, **self._scratch(plan)}
-                    self._run(fns, plan, buffers)
+                    out_guards = {
+                        a.name: _Guarded(self.task.shape(a, sizes), a.dtype) for a in self.task.outputs
+                    }
+                    for g in out_guards.values():
+                        g.array.fill(np.nan)
+                    outputs = {k: g.array for k, g in out_guards.items()}
+                    scratch = self._scratch(plan, guarded=True)
+                    self._run(fns, plan, {**inputs, **outputs, **{k: g.array for k, g in scratch.items()}})
                     self._sync()
                     where = f"at {label}, round {rnd + 1}" + (", repeated launch" if repeat else "")
+                    for k, g in {**guarded, **out_guards, **scratch}.items():
+                        if not g.intact():
+                            raise _Fail(Status.WRONG, f"wrote out of bounds of {k} {where}")
                     for k, v in inputs.items():
-                        if not bool(cp.array_equal(v, original[k])):
+                        if not bool(cp.array_equal(v, fresh[k])):
                             raise _Fail(Status.WRONG, f"input {k} was modified {where}")
                     reason = compare_all(cp, self.task, outputs, refs)
                     if reason:
@@ -331,12 +373,18 @@ class GpuEvaluator:
             a.name: cp.full(self.task.shape(a, sizes), np.nan, dtype=a.dtype) for a in self.task.outputs
         }
 
-    def _scratch(self, plan: Plan) -> dict[str, Any]:
-        out = {}
+    def _scratch(self, plan: Plan, guarded: bool = False) -> dict[str, Any]:
+        """Scratch buffers holding garbage (NaN for floats) unless the spec zeroes them per call."""
+        out: dict[str, Any] = {}
         for s in plan.scratch:
-            buf = cp.empty(s.count, dtype=s.dtype)
-            buf.view(cp.uint8).fill(0xFF)  # garbage (NaN for floats) unless zeroed per call
-            out[s.name] = buf
+            if guarded:
+                g = _Guarded((s.count,), s.dtype)
+                g.array.view(cp.uint8).fill(0xFF)
+                out[s.name] = g
+            else:
+                buf = cp.empty(s.count, dtype=s.dtype)
+                buf.view(cp.uint8).fill(0xFF)
+                out[s.name] = buf
         return out
 
     def _timing_sets(self, sizes: dict[str, int]) -> list[_BufferSet]:

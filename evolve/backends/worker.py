@@ -21,6 +21,8 @@ STARTUP_TIMEOUT_S = 120.0
 def serve(conn: Connection, device: int) -> None:
     """Worker main loop: answer requests until told to stop or the context is poisoned."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the search process's to handle
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # whatever a kernel might print never reaches the user's terminal
     try:
         import cupy as cp
 
@@ -54,7 +56,8 @@ def serve(conn: Connection, device: int) -> None:
                 )
                 conn.send(("ok", None))
             elif op == "evaluate":
-                m = evaluator.evaluate(payload["source"], payload["tunables"], payload["sizes"])
+                m = evaluator.evaluate(payload["source"], payload["tunables"], payload["sizes"],
+                                       on_compiled=lambda: conn.send(("stage", "compiled")))
                 conn.send(("ok", m.to_dict()))
             elif op == "ceilings":
                 conn.send(("ok", evaluator.ceilings()))
@@ -75,7 +78,11 @@ class WorkerDied(Exception):
 
 
 class WorkerTimeout(Exception):
-    """The worker did not answer in time and was killed."""
+    """The worker did not answer in time and was killed; ``stage`` says what it was doing."""
+
+    def __init__(self, message: str, stage: str = ""):
+        super().__init__(message)
+        self.stage = stage
 
 
 class Worker:
@@ -109,13 +116,17 @@ class Worker:
             self.call("init", self.init, STARTUP_TIMEOUT_S)
         return props
 
-    def call(self, op: str, payload: Any, timeout: float) -> Any:
-        """Send one request; kill the process if it hangs or dies, then raise."""
+    def call(self, op: str, payload: Any, timeout: float, first_stage: float | None = None) -> Any:
+        """Send one request; kill the process if it hangs or dies, then raise. With
+        ``first_stage``, the worker must report its first stage (compiling) within that time."""
         if self._proc is None or not self._proc.is_alive():
             self.start()
         assert self._conn is not None
         self._conn.send((op, payload))
-        kind, result = self._recv(timeout)
+        kind, result = self._recv(first_stage if first_stage is not None else timeout,
+                                  stage="compile" if first_stage is not None else "")
+        if kind == "stage":
+            kind, result = self._recv(timeout)
         if kind == "ok":
             return result
         if kind == "crashed":
@@ -123,11 +134,11 @@ class Worker:
             raise WorkerDied(result)
         raise EvolveError(f"GPU worker failed: {result}")
 
-    def _recv(self, timeout: float) -> tuple[str, Any]:
+    def _recv(self, timeout: float, stage: str = "") -> tuple[str, Any]:
         assert self._conn is not None
         if not self._conn.poll(timeout):
             self._kill()
-            raise WorkerTimeout(f"no answer within {timeout:.0f} s")
+            raise WorkerTimeout(f"no answer within {timeout:.0f} s", stage)
         try:
             return self._conn.recv()
         except (EOFError, ConnectionError):

@@ -38,6 +38,7 @@ from evolve.search import Search, SearchSettings
 from evolve.storage import cached_ceilings, open_storage, store_ceilings
 from evolve.task import Task, load_task
 from evolve.variants import VariantStore
+from evolve.verify import verify
 
 log = logging.getLogger("evolve")
 
@@ -92,7 +93,12 @@ def run(cfg: DictConfig) -> float | None:
             stop = search.run_proposer() if role == "propose" else search.run()
         except KeyboardInterrupt:
             stop = "interrupted"
-        summary = export(study, variants, task, hw, objective, run_dir, stop)
+        checks = None
+        if backend is not None and c["backend"]["name"] != "replay" and stop != "interrupted" \
+                and c["search"].get("verify", True):
+            backend.close()  # one GPU, one worker at a time
+            checks = verify(create_backend(c["backend"]), task, hw, objective, variants, _ranked(study))
+        summary = export(study, variants, task, hw, objective, run_dir, stop, checks)
     finally:
         if backend is not None:
             backend.close()
@@ -105,6 +111,18 @@ def run(cfg: DictConfig) -> float | None:
               file=sys.stderr)
         sys.exit(130)
     return summary.best_ms if summary else None
+
+
+def _ranked(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """Correct trials, fastest first, one per candidate."""
+    seen, out = set(), []
+    correct = [t for t in study.get_trials(deepcopy=False) if t.value is not None]
+    for t in sorted(correct, key=lambda t: t.value):
+        key = (t.user_attrs.get("variant"), tuple(sorted(t.params.items())))
+        if key not in seen:
+            seen.add(key)
+            out.append(t)
+    return out
 
 
 def _attach_llm(search: Search, c: dict[str, Any], task: Task, hw: Hardware, run_dir: Path,

@@ -24,6 +24,7 @@ from evolve.plan import make_plan
 from evolve.search import ORIGIN_ATTRS, counts_toward_budget
 from evolve.task import Task, size_label
 from evolve.variants import VariantStore
+from evolve.verify import Verification
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class Summary:
     roofline_fraction: float
     ceiling_gbps: float
     run_dir: Path
+    verified: str  # how the winner was re-measured before export, in words
 
     @property
     def speedup(self) -> float | None:
@@ -54,13 +56,17 @@ class Summary:
             f"{self.ceiling_gbps:.0f} GB/s bandwidth ceiling "
             f"({100 * self.roofline_fraction:.1f}% of the roofline)"
             f"{' — ABOVE THE CEILING: check the kernel' if self.bandwidth_fraction > 1.02 else ''}. "
-            f"Results in {self.run_dir}/"
+            f"{self.verified} Results in {self.run_dir}/"
         )
 
 
 def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware,
-           objective: Objective, run_dir: Path, stop_reason: str) -> Summary | None:
-    """Write the run's files; None when no candidate was correct (the report says why)."""
+           objective: Objective, run_dir: Path, stop_reason: str,
+           checks: list[Verification] | None = None) -> Summary | None:
+    """Write the run's files; None when no candidate was correct (the report says why).
+
+    With ``checks`` (re-measurements in a fresh worker, best first), the winner is the first
+    candidate that passed; without, the fastest trial (the replay backend cannot re-measure)."""
     trials = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("variant") in variants]
     done = [t for t in trials if counts_toward_budget(t)]
     ok = [t for t in done if t.state == TrialState.COMPLETE]
@@ -72,10 +78,14 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
         report += (f"\nLineage: [{files['table'].name}]({files['table'].name}) (table), "
                    f"[{files['svg'].name}]({files['svg'].name}) (graph); "
                    f"evolution curve: [{files['curve'].name}]({files['curve'].name}).\n")
+        passed = next((c for c in checks or [] if c.passed), None)
+        report += _verification_report(checks)
         (run_dir / "report.md").write_text(report)
-        if not ok:
+        if not ok or (checks and passed is None):
+            for stale in ("best.cu", "best.json"):  # from an earlier export of this run
+                (run_dir / stale).unlink(missing_ok=True)
             return None
-        best = min(ok, key=lambda t: t.value)
+        best = min(ok, key=lambda t: t.value) if passed is None else study.trials[passed.trial]
         baseline = _baseline(ok)
         variant = variants.get(best.user_attrs["variant"])
         tunables = {k: int(v) for k, v in best.params.items()}
@@ -87,6 +97,11 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
             gbps=attrs.get("gbps", 0.0), bandwidth_fraction=attrs.get("bandwidth_fraction", 0.0),
             roofline_fraction=attrs.get("roofline_fraction", 0.0),
             ceiling_gbps=hw.bandwidth_ceiling / 1e9, run_dir=run_dir,
+            verified=(
+                f"Re-measured in a fresh worker on held-out sizes: {passed.time_ms:.4g} ms"
+                f"{'' if passed.reproduced else ' — DOES NOT REPRODUCE the search time'}."
+                if passed else "Not re-measured (replay backend)."
+            ),
         )
         launches = _launches(variant, task, hw, tunables)
         source = variant.with_defines(tunables)
@@ -111,6 +126,7 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
                         "peak_fp32_flops": hw.peak_fp32_flops},
             "trials": {"finished": len(done), "complete": len(ok), "failed": dict(failures)},
             "stop_reason": stop_reason,
+            "verification": [c.to_dict() for c in checks] if checks else None,
             "exported": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }, indent=2, default=str) + "\n")
     except OSError as exc:
@@ -119,6 +135,22 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
             f"export again later by resuming with run.name={study.study_name} search.n_trials=0"
         ) from None
     return summary
+
+
+def _verification_report(checks: list[Verification] | None) -> str:
+    if not checks:
+        return "\nThe winner was not re-measured (replay backend).\n"
+    out = ["", "## Re-verification of the winner", "",
+           f"In a fresh worker with fresh seeds, at held-out sizes {', '.join(checks[0].sizes)}:", "",
+           "| trial | status | search ms | again ms | reproduced | reason |", "|---:|---|---:|---:|---|---|"]
+    for c in checks:
+        again = f"{c.time_ms:.4g}" if c.time_ms is not None else "-"
+        reason = c.reason.replace("|", "\\|")[:150]
+        out.append(f"| {c.trial} | {c.status} | {c.recorded_ms:.4g} | {again} | "
+                   f"{'yes' if c.reproduced else 'no'} | {reason} |")
+    if not any(c.passed for c in checks):
+        out += ["", "No candidate passed re-verification: nothing is exported as the best kernel."]
+    return "\n".join(out) + "\n"
 
 
 def _baseline(ok: list[FrozenTrial]) -> FrozenTrial | None:

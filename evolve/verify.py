@@ -1,0 +1,82 @@
+"""Step 5 of the protocol: before a winner is exported, measure it again in a fresh worker, with
+fresh secret seeds and held-out correctness sizes it was never checked at. A kernel that
+memorized anything about the search's worker, seeds or sizes fails here, and a time that does
+not reproduce is reported, not exported as if it did."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from optuna.trial import FrozenTrial
+
+from evolve.backends import Backend
+from evolve.hardware import Hardware
+from evolve.objective import Objective
+from evolve.task import Task, size_label
+from evolve.variants import VariantStore
+
+REPRODUCE = 0.10  # a re-measured time more than 10% away from the search's is reported
+
+
+@dataclass(frozen=True)
+class Verification:
+    trial: int
+    status: str
+    reason: str
+    time_ms: float | None
+    recorded_ms: float
+    sizes: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def reproduced(self) -> bool:
+        return self.time_ms is not None and abs(self.time_ms / self.recorded_ms - 1) <= REPRODUCE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "reproduced": self.reproduced}
+
+
+def holdout_sizes(task: Task) -> list[dict[str, int]]:
+    """The task's ``sizes.holdout``, else every correctness size grown by one in each dimension."""
+    given = (task.config.get("sizes") or {}).get("holdout")
+    if given:
+        return [{k: int(v) for k, v in s.items()} for s in given]
+    checked = {size_label(s) for s in task.correctness_sizes}
+    out = []
+    for s in task.correctness_sizes:
+        grown = {k: v + 1 for k, v in s.items()}
+        if size_label(grown) not in checked:
+            out.append(grown)
+    return out
+
+
+def verify(backend: Backend, task: Task, hw: Hardware, objective: Objective, variants: VariantStore,
+           ranked: list[FrozenTrial], tries: int = 3) -> list[Verification]:
+    """Re-measure the best candidates in order until one passes; every attempt is returned."""
+    held = dataclasses.replace(task, correctness_sizes=tuple(holdout_sizes(task)))
+    backend.start(held, hw)
+    out = []
+    try:
+        for t in ranked[:tries]:
+            variant = variants.get(t.user_attrs["variant"])
+            m = backend.evaluate(variant, _ints(t.params), objective.sizes(held))
+            out.append(Verification(
+                trial=t.number, status=m.status.value, reason=m.reason,
+                time_ms=objective.value_ms(m, held) if m.ok else None, recorded_ms=float(t.value),
+                sizes=[size_label(s) for s in held.correctness_sizes],
+            ))
+            if m.ok:
+                break
+    finally:
+        backend.close()
+    return out
+
+
+def _ints(params: Mapping[str, Any]) -> dict[str, int]:
+    return {k: int(v) for k, v in params.items()}

@@ -1,0 +1,66 @@
+"""Step 5: held-out sizes, and export choosing the first candidate that passed re-verification."""
+
+import json
+from pathlib import Path
+
+import optuna
+from conftest import task, task_config
+from test_search import evolve
+
+from evolve.export import export
+from evolve.hardware import named
+from evolve.objective import Objective
+from evolve.storage import open_storage
+from evolve.task import load_task, size_label
+from evolve.variants import VariantStore
+from evolve.verify import Verification, holdout_sizes
+
+
+def test_holdout_sizes_are_new_and_awkward() -> None:
+    t = task("softmax")
+    held = holdout_sizes(t)
+    checked = {size_label(s) for s in t.correctness_sizes}
+    assert held and all(size_label(s) not in checked for s in held)
+    assert {"rows": 2, "cols": 2} in held
+    cfg = task_config("softmax")
+    cfg["sizes"]["holdout"] = [{"rows": 5, "cols": 77}]
+    assert holdout_sizes(load_task(cfg)) == [{"rows": 5, "cols": 77}]
+
+
+def _replay_run(name: str) -> tuple[optuna.Study, VariantStore]:
+    evolve("task=transpose", f"run.name={name}", "search.n_trials=8", "search.seed=2")
+    storage, artifacts = open_storage({"kind": "rdb", "url": "sqlite:///runs/evolve.db",
+                                       "artifacts": "runs/artifacts"})
+    study = optuna.load_study(study_name=name, storage=storage)
+    variants = VariantStore(study, artifacts)
+    variants.load()
+    return study, variants
+
+
+def test_export_takes_the_first_candidate_that_passed(in_tmp: Path) -> None:
+    study, variants = _replay_run("v1")
+    ranked = sorted((t for t in study.trials if t.value is not None), key=lambda t: t.value)
+    checks = [
+        Verification(ranked[0].number, "wrong", "y: 3 of 6 elements outside tolerance", None, ranked[0].value,
+                     ["rows=2,cols=2"]),
+        Verification(ranked[1].number, "ok", "", ranked[1].value * 1.01, ranked[1].value, ["rows=2,cols=2"]),
+    ]
+    hw = named({**__import__("conftest").hardware_config("h200")})
+    summary = export(study, variants, task("transpose"), hw, Objective("latency", "first"),
+                     Path("runs/v1"), "budget", checks)
+    assert summary is not None and summary.best_ms == ranked[1].value
+    out = json.loads(Path("runs/v1/best.json").read_text())
+    assert out["time_ms"] == ranked[1].value and out["verification"][0]["status"] == "wrong"
+    assert out["verification"][1]["reproduced"] is True
+    assert "Re-verification of the winner" in Path("runs/v1/report.md").read_text()
+
+
+def test_nothing_is_exported_when_no_candidate_passes(in_tmp: Path) -> None:
+    study, variants = _replay_run("v2")
+    best = min((t for t in study.trials if t.value is not None), key=lambda t: t.value)
+    checks = [Verification(best.number, "wrong", "wrote out of bounds of out", None, best.value, ["n=2"])]
+    hw = named(__import__("conftest").hardware_config("h200"))
+    assert export(study, variants, task("transpose"), hw, Objective("latency", "first"), Path("runs/v2"),
+                  "budget", checks) is None
+    assert not Path("runs/v2/best.cu").exists()
+    assert "No candidate passed re-verification" in Path("runs/v2/report.md").read_text()

@@ -21,6 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from evolve import __version__
 from evolve.backends import Backend, create_backend
+from evolve.backends.sanitize import sanitize
 from evolve.correctness import admit
 from evolve.errors import EvolveError
 from evolve.evolution import EvolutionSettings, Proposer
@@ -98,7 +99,14 @@ def run(cfg: DictConfig) -> float | None:
                 and c["search"].get("verify", True):
             backend.close()  # one GPU, one worker at a time
             checks = verify(create_backend(c["backend"]), task, hw, objective, variants, _ranked(study))
-        summary = export(study, variants, task, hw, objective, run_dir, stop, checks)
+        sanitized = None
+        winner = next((ch for ch in checks or [] if ch.passed), None)
+        if winner is not None and c["search"].get("sanitize"):
+            t = study.trials[winner.trial]
+            log.info("running compute-sanitizer (memcheck, racecheck) on the winner")
+            sanitized = sanitize(task, hw, variants.get(t.user_attrs["variant"]),
+                                 {k: int(v) for k, v in t.params.items()})
+        summary = export(study, variants, task, hw, objective, run_dir, stop, checks, sanitized)
     finally:
         if backend is not None:
             backend.close()

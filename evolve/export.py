@@ -62,7 +62,8 @@ class Summary:
 
 def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware,
            objective: Objective, run_dir: Path, stop_reason: str,
-           checks: list[Verification] | None = None) -> Summary | None:
+           checks: list[Verification] | None = None,
+           sanitized: dict[str, Any] | None = None) -> Summary | None:
     """Write the run's files; None when no candidate was correct (the report says why).
 
     With ``checks`` (re-measurements in a fresh worker, best first), the winner is the first
@@ -80,6 +81,7 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
                    f"evolution curve: [{files['curve'].name}]({files['curve'].name}).\n")
         passed = next((c for c in checks or [] if c.passed), None)
         report += _verification_report(checks)
+        report += _sanitizer_report(sanitized)
         (run_dir / "report.md").write_text(report)
         if not ok or (checks and passed is None):
             for stale in ("best.cu", "best.json"):  # from an earlier export of this run
@@ -127,6 +129,7 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
             "trials": {"finished": len(done), "complete": len(ok), "failed": dict(failures)},
             "stop_reason": stop_reason,
             "verification": [c.to_dict() for c in checks] if checks else None,
+            "sanitizer": sanitized,
             "exported": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }, indent=2, default=str) + "\n")
     except OSError as exc:
@@ -135,6 +138,15 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
             f"export again later by resuming with run.name={study.study_name} search.n_trials=0"
         ) from None
     return summary
+
+
+def _sanitizer_report(sanitized: dict[str, Any] | None) -> str:
+    if sanitized is None:
+        return ""
+    lines = ["", "## compute-sanitizer on the winner", ""]
+    for tool, r in sanitized.items():
+        lines.append(f"- {tool}: {r}" if isinstance(r, str) else f"- {tool}: {r.get('errors')} errors")
+    return "\n".join(lines) + "\n"
 
 
 def _verification_report(checks: list[Verification] | None) -> str:

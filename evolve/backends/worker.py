@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import re
 import signal
+import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
 from evolve.errors import EvolveError
 
 STARTUP_TIMEOUT_S = 120.0
+SCRUBBED_ENV = ("OPENAI_API_KEY", "EVOLVE_POSTGRES_URL", "EVOLVE_LLM_BASE_URL")
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL", re.I)
+_spawn_lock = threading.Lock()
+
+
+def _secret(name: str) -> bool:
+    return name in SCRUBBED_ENV or bool(_SECRET_NAME.search(name))
 
 
 def serve(conn: Connection, device: int) -> None:
@@ -101,7 +110,12 @@ class Worker:
         self._proc = self._ctx.Process(
             target=serve, args=(child, self.device), daemon=True, name=f"evolve-gpu{self.device}"
         )
-        self._proc.start()
+        with _spawn_lock:  # the worker never sees API keys or database passwords
+            saved = {k: os.environ.pop(k) for k in list(os.environ) if _secret(k)}
+            try:
+                self._proc.start()
+            finally:
+                os.environ.update(saved)
         child.close()
         self._conn = parent
         try:

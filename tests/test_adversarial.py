@@ -1,0 +1,102 @@
+"""The adversarial suite: kernels that cheat or break, each rejected with a specific reason.
+
+On the CPU, every case whose verdict needs no GPU is checked through the same functions the
+evaluator uses (source checks, launch planning, NVRTC). On the GPU (``pytest -m gpu``), every case
+goes through the real evaluator, and a correct kernel must still pass right after it (the worker
+survived or was restarted). The GPU run writes the table to ``$EVOLVE_ADVERSARIAL_TABLE`` if set.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+from conftest import hardware_config, task
+
+from evolve.compiler import CompileError, check_source, compile_cuda
+from evolve.errors import SpecError
+from evolve.hardware import named
+from evolve.plan import make_plan
+from evolve.spec import Variant
+
+HERE = Path(__file__).parent / "adversarial"
+CASES: list[dict[str, Any]] = yaml.safe_load((HERE / "cases.yaml").read_text()) if HERE.is_dir() else []
+IDS = [c["file"] for c in CASES]
+
+
+def test_the_suite_is_large_enough() -> None:
+    assert len(CASES) >= 20
+    assert {c["expect"] for c in CASES} >= {"wrong", "rejected", "compile_error", "launch_error", "timeout",
+                                            "crashed"}
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_cases_decided_before_the_gpu(case: dict[str, Any]) -> None:
+    """rejected / launch_error / compile_error verdicts that need no GPU, checked on the CPU."""
+    source = (HERE / case["file"]).read_text()
+    t = task(case["task"])
+    if case["expect"] == "rejected" and (reason := check_source(source)):
+        assert case["reason"].lower() in reason.lower()
+        return
+    try:
+        v = Variant.parse(source)
+    except SpecError as exc:
+        assert case["expect"] == "rejected", exc
+        return
+    if case["expect"] == "launch_error":
+        with pytest.raises(SpecError, match=f"(?i){case['reason']}"):
+            for sizes in (*t.correctness_sizes, *t.timing_sizes):
+                make_plan(v.spec, t, sizes, case["tunables"], named(hardware_config("h200")))
+        return
+    for sizes in (*t.correctness_sizes, *t.timing_sizes):
+        make_plan(v.spec, t, sizes, case["tunables"], named(hardware_config("h200")))
+    if case["expect"] == "compile_error" and "time" not in case["reason"].lower():
+        with pytest.raises(CompileError):
+            compile_cuda(source, {**case["tunables"], **dict(t.defines)}, "sm_90", cache=False)
+
+
+@pytest.fixture(scope="module")
+def backends() -> Iterator[dict[str, Any]]:
+    made: dict[str, Any] = {}
+    yield made
+    for b, _ in made.values():
+        b.close()
+
+
+ROWS: list[str] = []
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_adversarial_case_is_rejected_and_the_worker_survives(case: dict[str, Any], backends: dict) -> None:
+    from evolve.backends.cupy_backend import CupyBackend
+
+    name = case["task"]
+    if name not in backends:
+        t = task(name)
+        b = CupyBackend({"timeout_s": 30, "compile_timeout_s": 60, "timing": {}})
+        b.start(t, None)
+        backends[name] = (b, t)
+    b, t = backends[name]
+    source = (HERE / case["file"]).read_text()
+    try:
+        v: Any = Variant.parse(source)
+    except SpecError:  # a malformed spec: the worker must refuse it itself
+        v = SimpleNamespace(source=source, name=case["file"])
+    m = b.evaluate(v, case["tunables"], t.timing_sizes[:1])
+    seed = t.seeds()[0]
+    alive = b.evaluate(seed, seed.spec.default, t.timing_sizes[:1])
+    ROWS.append(f"| {case['file']} | {case['trick']} | {case['expect']}: {case['reason']} | "
+                f"{m.status.value}: {m.reason[:140].replace('|', '/')} | {'yes' if alive.ok else 'NO'} |")
+    table = os.environ.get("EVOLVE_ADVERSARIAL_TABLE")
+    if table:
+        Path(table).write_text("| kernel | trick | expected | observed | worker alive after |\n"
+                               "|---|---|---|---|---|\n" + "\n".join(ROWS) + "\n")
+    assert m.status.value == case["expect"], m.reason
+    assert case["reason"].lower() in m.reason.lower(), m.reason
+    assert alive.ok, alive.reason

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import optuna
+import sqlalchemy
 from test_search import REPLAY, finished
 
 from evolve.paths import PACKAGE_DIR, ROOT
@@ -85,7 +86,7 @@ def test_a_study_survives_optuna_reading_it_while_a_run_writes(in_tmp: Path) -> 
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     reads = 0
     while proc.poll() is None:
-        with contextlib.suppress(KeyError):  # the study may not exist yet
+        with contextlib.suppress(KeyError, sqlalchemy.exc.OperationalError):  # not created yet
             reads += len(optuna.load_study(study_name="r", storage="sqlite:///runs/evolve.db").trials) >= 0
         time.sleep(0.05)
     assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""

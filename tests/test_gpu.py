@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import collections
 import os
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -92,6 +94,18 @@ kernels:
     assert m.status is Status.TIMEOUT, m.reason
     seed = t.seeds()[0]
     assert b.evaluate(seed, seed.spec.default, t.timing_sizes[:1]).ok  # the worker came back
+
+
+def test_a_worker_killed_mid_measurement_is_restarted(gpu: Get) -> None:
+    t, b, _ = gpu("sgemm")
+    naive = t.seeds()[0]  # about a second of measuring at 4096^3
+    assert b.worker._proc is not None
+    pid = b.worker._proc.pid
+    threading.Timer(0.3, os.kill, args=(pid, signal.SIGKILL)).start()
+    m = b.evaluate(naive, naive.spec.default, t.timing_sizes[:1])
+    assert m.status is Status.CRASHED and "exited" in m.reason, m.reason
+    again = b.evaluate(naive, naive.spec.default, t.timing_sizes[:1])
+    assert again.ok and b.worker._proc is not None and b.worker._proc.pid != pid
 
 
 def test_tuning_beats_the_seed_default_on_most_tasks(gpu: Get, tmp_path: Path) -> None:

@@ -1,0 +1,16 @@
+// Forbidden include that starts like an allowed one: <cuda/...> then ../ out of the include
+// directory to a host file.
+/*@evolve
+kernels:
+  - name: vector_add_naive
+    grid: ceil_div(n, 256)
+    block: 256
+    args: [a, b, c, n]
+*/
+#include <cuda/../../../../../../../../etc/hostname>
+
+extern "C" __global__ void vector_add_naive(const float* __restrict__ a, const float* __restrict__ b,
+                                            float* __restrict__ c, int n) {
+    int i = blockIdx.x * 256 + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}

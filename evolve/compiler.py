@@ -25,12 +25,16 @@ ALLOWED_INCLUDES = frozenset({
     "cuda_pipeline.h", "cuda/pipeline", "cuda/barrier", "math_constants.h",
     "stdint.h", "cstdint", "float.h", "cfloat", "limits.h", "climits",
 })
+CACHE_VERSION = "2"
 CACHE_DIR = Path(os.environ.get("EVOLVE_CACHE_DIR", Path.home() / ".cache" / "cuda-evolve")) / "cubin"
 
 # Preprocessor directives after line splicing; "%:" is the digraph for "#".
 _DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(\w+)(.*)$", re.M)
 _INCLUDE = re.compile(r'^\s*<([A-Za-z0-9_./]+)>\s*(?://.*|/\*.*\*/\s*)?$')
 _PRINTF = re.compile(r"\bv?printf\b")
+_STACK = re.compile(r"(\d+) bytes stack frame")
+_PTXAS_INFO = re.compile(r"ptxas (info|\s+\.)")  # the resource report, not warnings or errors
+MAX_LOCAL_BYTES = 16 * 1024  # per-thread local memory (stack frame) a candidate may use
 _PATHS = re.compile(r"(?:/[\w.+-]+)+/([\w.+-]+\.(?:cu|h|hpp|cuh))")
 
 
@@ -44,6 +48,16 @@ class Compiled:
 
 class CompileError(Exception):
     """NVRTC refused the source; the message is the sanitized compiler log."""
+
+
+class SourceRejected(CompileError):
+    """The source or the code it compiles to uses something candidates may not use."""
+
+
+# Device-side calls a candidate may not make, found in the cubin whatever the source did to hide
+# them (token pasting, macros): printf floods the host, malloc drains a heap shared by candidates.
+_FORBIDDEN_SYMBOLS = {b"\x00vprintf\x00": "printf", b"\x00malloc\x00": "malloc",
+                      b"\x00free\x00": "free"}
 
 
 def check_source(source: str) -> str | None:
@@ -64,7 +78,8 @@ def check_source(source: str) -> str | None:
 
 
 def options(defines: Mapping[str, object], arch: str) -> list[str]:
-    return ["--std=c++17", f"-arch={arch}", "-lineinfo", *(f"-I{d}" for d in _cuda_include_dirs()),
+    return ["--std=c++17", f"-arch={arch}", "-lineinfo", "--ptxas-options=-v",
+            *(f"-I{d}" for d in _cuda_include_dirs()),
             *(f"-D{k}={v}" for k, v in sorted(defines.items()))]
 
 
@@ -100,10 +115,12 @@ def compile_cuda(source: str, defines: Mapping[str, object], arch: str,
     """Compile to a cubin for ``arch`` (e.g. sm_90); raise CompileError with the log."""
     reason = check_source(source)
     if reason:
-        raise CompileError(reason)
+        raise SourceRejected(reason)
     nvrtc = _nvrtc()
     opts = options(defines, arch)
-    key = hashlib.sha256("\0".join([source, *opts, repr(nvrtc.getVersion())]).encode()).hexdigest()
+    # only cubins that passed every check below are cached; the version retires older entries
+    parts = [source, *opts, repr(nvrtc.getVersion()), CACHE_VERSION]
+    key = hashlib.sha256("\0".join(parts).encode()).hexdigest()
     path = CACHE_DIR / f"{key}.cubin"
     if cache and path.is_file():
         return Compiled(path.read_bytes(), "", 0.0, True)
@@ -114,10 +131,20 @@ def compile_cuda(source: str, defines: Mapping[str, object], arch: str,
             nvrtc.compileProgram(prog, opts)
         except nvrtc.NVRTCError:
             raise CompileError(sanitize(nvrtc.getProgramLog(prog)) or "NVRTC failed") from None
-        log = sanitize(nvrtc.getProgramLog(prog))
+        verbose = sanitize(nvrtc.getProgramLog(prog)).replace("\x00", "")
         cubin = nvrtc.getCUBIN(prog)
     finally:
         nvrtc.destroyProgram(prog)
+    stack = max((int(n) for n in _STACK.findall(verbose)), default=0)
+    if stack > MAX_LOCAL_BYTES:
+        raise SourceRejected(f"uses {stack} bytes of local memory (stack frame) per thread; "
+                             f"the limit is {MAX_LOCAL_BYTES}")
+    log = "\n".join(ln for ln in verbose.splitlines() if not _PTXAS_INFO.match(ln)).strip()
+    for symbol, name in _FORBIDDEN_SYMBOLS.items():
+        if symbol in cubin:
+            raise SourceRejected(f"device {name} is not allowed (found in the compiled code)")
+    if "cannot be statically determined" in verbose:
+        raise SourceRejected(f"unbounded stack (recursion?) is not allowed: {first_error(log)}")
     seconds = time.perf_counter() - t0
     if cache:
         path.parent.mkdir(parents=True, exist_ok=True)

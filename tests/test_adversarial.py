@@ -55,8 +55,14 @@ def test_cases_decided_before_the_gpu(case: dict[str, Any]) -> None:
         return
     for sizes in (*t.correctness_sizes, *t.timing_sizes):
         make_plan(v.spec, t, sizes, case["tunables"], named(hardware_config("h200")))
-    if case["expect"] == "compile_error" and "time" not in case["reason"].lower():
+    if case["expect"] == "compile_error" and "not found" in case["reason"].lower():
+        cubin = compile_cuda(source, {**case["tunables"], **dict(t.defines)}, "sm_90", cache=False).cubin
+        assert all(b"\x00" + launch.kernel.encode() + b"\x00" not in cubin for launch in v.spec.launches)
+    elif case["expect"] == "compile_error" and "time" not in case["reason"].lower():
         with pytest.raises(CompileError):
+            compile_cuda(source, {**case["tunables"], **dict(t.defines)}, "sm_90", cache=False)
+    elif case["expect"] == "rejected":
+        with pytest.raises(CompileError, match=f"(?i){case['reason']}"):
             compile_cuda(source, {**case["tunables"], **dict(t.defines)}, "sm_90", cache=False)
 
 

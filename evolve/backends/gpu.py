@@ -22,7 +22,7 @@ import cupy as cp
 import numpy as np
 from cupy_backends.cuda.api import driver, runtime
 
-from evolve.compiler import CompileError, compile_cuda, first_error
+from evolve.compiler import CompileError, SourceRejected, compile_cuda, first_error
 from evolve.correctness import compare_all
 from evolve.errors import SpecError
 from evolve.hardware import Hardware
@@ -32,7 +32,6 @@ from evolve.spec import Variant
 from evolve.task import Task, size_label
 
 CUDA_ERRORS = (driver.CUDADriverError, runtime.CUDARuntimeError)
-MAX_LOCAL_BYTES = 16 * 1024  # per-thread local memory (stack, spills) a candidate may use
 GUARD = 4096  # elements of guard zone on each side of every buffer during correctness checks
 # Guards hold NaN bit patterns: an out-of-bounds read poisons the result, a write changes them.
 _GUARD_BITS = {2: 0x7EA5, 4: 0x7FA5A5A5, 8: 0x7FF4A5A5A5A5A5A5}
@@ -99,12 +98,6 @@ class _Guarded:
         return bool((u[:GUARD] == self.pattern).all()) and bool((u[GUARD + self.n:] == self.pattern).all())
 
 
-@dataclass
-class _BufferSet:
-    buffers: dict[str, Any]  # inputs and outputs by name
-    refs: dict[str, Any]
-
-
 def device_properties(device: int) -> dict[str, Any]:
     attr = runtime.deviceGetAttribute
     props = runtime.getDeviceProperties(device)
@@ -130,7 +123,6 @@ class GpuEvaluator:
         self.task, self.hw, self.s = task, hw, settings
         self.secret = secret
         self.counter = 0
-        self._sets: dict[str, list[_BufferSet]] = {}
         self._flush = cp.empty(max(2 * hw.l2_bytes, 1 << 26), dtype=cp.uint8)
         self._rng = random.Random(secret)
 
@@ -154,7 +146,7 @@ class GpuEvaluator:
             try:
                 compiled = compile_cuda(source, {**tunables, **dict(self.task.defines)}, self.hw.arch)
             except CompileError as exc:
-                status = Status.REJECTED if "not allowed" in str(exc) else Status.COMPILE_ERROR
+                status = Status.REJECTED if isinstance(exc, SourceRejected) else Status.COMPILE_ERROR
                 raise _Fail(status, first_error(str(exc))) from exc
             if on_compiled is not None:
                 on_compiled()
@@ -252,11 +244,6 @@ class GpuEvaluator:
                 driver.funcSetAttribute(
                     fns[name].ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared
                 )
-        for name, fn in fns.items():
-            local = driver.funcGetAttribute(driver.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fn.ptr)
-            if local > MAX_LOCAL_BYTES:
-                raise _Fail(Status.REJECTED, f"{name} uses {local} bytes of local memory per thread "
-                                             f"(limit {MAX_LOCAL_BYTES})")
         fns["__module__"] = module  # keep the module alive as long as its functions
         return fns
 
@@ -313,47 +300,77 @@ class GpuEvaluator:
                         raise _Fail(Status.WRONG, f"{reason} {where}")
 
     def _time(self, fns: dict[str, Any], plan: Plan, sizes: dict[str, int]) -> TimingStats:
-        s = self.s
+        """Time the candidate at one size. Every call looks the same to the kernel: just before
+        it, outside the timed window, its inputs change at a few secret places, its outputs and
+        scratch are refilled with garbage and the L2 is flushed. In every batch one call chosen at
+        random is checked against a float64 reference of exactly the inputs it saw; the inputs are
+        checksummed around every call and the guard zones checked after every batch."""
+        s, label = self.s, size_label(sizes)
         sets = self._timing_sets(sizes)
-        scratch = self._scratch(plan)
-        k_sets = len(sets)
+        scratch = self._scratch(plan, guarded=True)
+        views = [{k: g.array for k, g in (st | scratch).items()} for st in sets]
+        inputs = [a.name for a in self.task.inputs]
+        outputs = [a.name for a in self.task.outputs]
+
+        def prepare(k: int) -> None:
+            for name in inputs:
+                self._perturb(views[k][name])
+            for name in outputs:
+                views[k][name].fill(np.nan)
+            for sc in plan.scratch:
+                if not sc.zero:
+                    views[k][sc.name].view(cp.uint8).fill(0xFF)
+            self._flush.data.memset_async(0xA5, self._flush.nbytes)
 
         def launch(k: int) -> None:
-            self._run(fns, plan, {**sets[k].buffers, **scratch})
+            self._run(fns, plan, views[k])
 
-        # warm-up: at least warmup_ms and warmup_min launches
+        # warm-up: at least warmup_ms and warmup_min launches, prepared like timed ones
         start, end = cp.cuda.Event(), cp.cuda.Event()
+        prepare(0)
         start.record()
         launch(0)
         end.record()
         self._sync(end)
         est_ms = max(cp.cuda.get_elapsed_time(start, end), 1e-3)
         for i in range(min(max(s.warmup_min, math.ceil(s.warmup_ms / est_ms)), 10_000)):
-            launch(i % k_sets)
+            prepare(i % len(sets))
+            launch(i % len(sets))
         self._sync()
 
         samples: list[float] = []
-        batch = max(s.min_samples, k_sets)
+        batch = max(s.min_samples, len(sets))
         t_begin = time.perf_counter()
-        verify = self._rng.randrange(batch - k_sets, batch)  # the last write to its buffer set
         while True:
-            events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(batch)]
-            for i, (ev_start, ev_end) in enumerate(events):
-                k = (len(samples) + i) % k_sets
-                self._flush.data.memset_async(i & 0xFF, self._flush.nbytes)
-                if verify == i and not samples:
-                    for arg in self.task.outputs:
-                        sets[k].buffers[arg.name].fill(np.nan)
-                ev_start.record()
+            checked = self._rng.randrange(batch)
+            events, sums = [], []
+            for i in range(batch):
+                k = (len(samples) + i) % len(sets)
+                prepare(k)
+                before = [self._checksum(views[k][n]) for n in inputs]
+                if i == checked:
+                    seen = {n: views[k][n].copy() for n in inputs}
+                ev = cp.cuda.Event(), cp.cuda.Event()
+                ev[0].record()
                 launch(k)
-                ev_end.record()
-            self._sync(events[-1][1])
-            if not samples:
-                k = verify % k_sets
-                outputs = {a.name: sets[k].buffers[a.name] for a in self.task.outputs}
-                reason = compare_all(cp, self.task, outputs, sets[k].refs)
-                if reason:
-                    raise _Fail(Status.WRONG, f"{reason} in a timed call at {size_label(sizes)}")
+                ev[1].record()
+                events.append(ev)
+                sums.append(cp.stack(before + [self._checksum(views[k][n]) for n in inputs]))
+                if i == checked:
+                    made = {n: views[k][n].copy() for n in outputs}
+            self._sync()
+            half = len(inputs)
+            changed = [bool((c[:half] != c[half:]).any()) for c in sums]
+            if any(changed):
+                raise _Fail(Status.WRONG, f"an input was modified during a timed call at {label}")
+            for st in (*sets, scratch):
+                for name, g in st.items():
+                    if not g.intact():
+                        raise _Fail(Status.WRONG, f"wrote out of bounds of {name} in a timed call at {label}")
+            reason = compare_all(cp, self.task, made, self.task.expected(cp, seen, sizes))
+            if reason:
+                raise _Fail(Status.WRONG, f"{reason} in a timed call at {label}")
+            del seen, made
             samples += [cp.cuda.get_elapsed_time(a, b) / 1e3 for a, b in events]
             stats = TimingStats.of(samples)
             if (
@@ -367,11 +384,6 @@ class GpuEvaluator:
     def _seed(self, *parts: int) -> int:
         h = hashlib.sha256(repr((self.secret, self.counter, *parts)).encode()).digest()
         return int.from_bytes(h[:8], "little") >> 1
-
-    def _outputs(self, sizes: Mapping[str, int]) -> dict[str, Any]:
-        return {
-            a.name: cp.full(self.task.shape(a, sizes), np.nan, dtype=a.dtype) for a in self.task.outputs
-        }
 
     def _scratch(self, plan: Plan, guarded: bool = False) -> dict[str, Any]:
         """Scratch buffers holding garbage (NaN for floats) unless the spec zeroes them per call."""
@@ -387,22 +399,34 @@ class GpuEvaluator:
                 out[s.name] = buf
         return out
 
-    def _timing_sets(self, sizes: dict[str, int]) -> list[_BufferSet]:
-        """Inputs, outputs and references at a timing size, made once per worker."""
-        label = size_label(sizes)
-        if label not in self._sets:
-            set_bytes = sum(
-                int(np.prod(self.task.shape(a, sizes))) * np.dtype(a.dtype).itemsize
-                for a in self.task.args
-            )
-            k = min(8, max(1, math.ceil(2 * self.hw.l2_bytes / set_bytes)))
-            sets = []
-            for i in range(k):
-                inputs = self.task.make_inputs(cp, sizes, self._seed(-1, i))
-                refs = self.task.expected(cp, inputs, sizes)
-                sets.append(_BufferSet({**inputs, **self._outputs(sizes)}, refs))
-            self._sets[label] = sets
-        return self._sets[label]
+    def _timing_sets(self, sizes: dict[str, int]) -> list[dict[str, _Guarded]]:
+        """Fresh guarded inputs and outputs at a timing size for this candidate: enough sets
+        (rotated between calls) that together they are at least twice the L2."""
+        set_bytes = sum(
+            int(np.prod(self.task.shape(a, sizes))) * np.dtype(a.dtype).itemsize for a in self.task.args
+        )
+        sets = []
+        for i in range(min(8, max(1, math.ceil(2 * self.hw.l2_bytes / set_bytes)))):
+            st = {}
+            for name, value in self.task.make_inputs(cp, sizes, self._seed(-1, i)).items():
+                st[name] = _Guarded(value.shape, value.dtype)
+                st[name].array[...] = value
+            for a in self.task.outputs:
+                st[a.name] = _Guarded(self.task.shape(a, sizes), a.dtype)
+            sets.append(st)
+        return sets
+
+    def _perturb(self, x: Any, count: int = 8) -> None:
+        """Change a few elements at secret places: results cached from an earlier call go stale."""
+        flat = x.reshape(-1)
+        src = cp.asarray([self._rng.randrange(flat.size) for _ in range(count)])
+        dst = cp.asarray([self._rng.randrange(flat.size) for _ in range(count)])
+        flat[dst] = flat[src]
+
+    @staticmethod
+    def _checksum(x: Any) -> Any:
+        bits = cp.dtype(f"uint{8 * x.dtype.itemsize}")
+        return x.reshape(-1).view(bits).sum(dtype=cp.uint64)
 
     def _run(self, fns: dict[str, Any], plan: Plan, buffers: dict[str, Any]) -> None:
         for s in plan.scratch:

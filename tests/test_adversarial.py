@@ -9,6 +9,7 @@ survived or was restarted). The GPU run writes the table to ``$EVOLVE_ADVERSARIA
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -31,8 +32,8 @@ IDS = [c["file"] for c in CASES]
 
 def test_the_suite_is_large_enough() -> None:
     assert len(CASES) >= 20
-    assert {c["expect"] for c in CASES} >= {"wrong", "rejected", "compile_error", "launch_error", "timeout",
-                                            "crashed"}
+    assert {e for c in CASES for e in _options(c)} >= {"wrong", "rejected", "compile_error", "launch_error",
+                                                       "timeout", "crashed"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -40,8 +41,8 @@ def test_cases_decided_before_the_gpu(case: dict[str, Any]) -> None:
     """rejected / launch_error / compile_error verdicts that need no GPU, checked on the CPU."""
     source = (HERE / case["file"]).read_text()
     t = task(case["task"])
-    if case["expect"] == "rejected" and (reason := check_source(source)):
-        assert case["reason"].lower() in reason.lower()
+    if "rejected" in _options(case) and (reason := check_source(source)):
+        assert re.search(case["reason"], reason, re.I)
         return
     try:
         v = Variant.parse(source)
@@ -61,7 +62,7 @@ def test_cases_decided_before_the_gpu(case: dict[str, Any]) -> None:
     elif case["expect"] == "compile_error" and "time" not in case["reason"].lower():
         with pytest.raises(CompileError):
             compile_cuda(source, {**case["tunables"], **dict(t.defines)}, "sm_90", cache=False)
-    elif case["expect"] == "rejected":
+    elif _options(case) == ["rejected"]:
         with pytest.raises(CompileError, match=f"(?i){case['reason']}"):
             compile_cuda(source, {**case["tunables"], **dict(t.defines)}, "sm_90", cache=False)
 
@@ -97,12 +98,23 @@ def test_adversarial_case_is_rejected_and_the_worker_survives(case: dict[str, An
     m = b.evaluate(v, case["tunables"], t.timing_sizes[:1])
     seed = t.seeds()[0]
     alive = b.evaluate(seed, seed.spec.default, t.timing_sizes[:1])
-    ROWS.append(f"| {case['file']} | {case['trick']} | {case['expect']}: {case['reason']} | "
-                f"{m.status.value}: {m.reason[:140].replace('|', '/')} | {'yes' if alive.ok else 'NO'} |")
+    timed = "; ".join(f"{t.median_s * 1e3:.4g} ms, n={t.n}" for t in m.timings.values())
+    observed = (m.reason or timed)[:140].replace("|", "/")
+    ROWS.append(f"| {case['file']} | {case['trick']} | {_expected(case)} | "
+                f"{m.status.value}: {observed} | {'yes' if alive.ok else 'NO'} |")
     table = os.environ.get("EVOLVE_ADVERSARIAL_TABLE")
     if table:
         Path(table).write_text("| kernel | trick | expected | observed | worker alive after |\n"
                                "|---|---|---|---|---|\n" + "\n".join(ROWS) + "\n")
-    assert m.status.value == case["expect"], m.reason
-    assert case["reason"].lower() in m.reason.lower(), m.reason
+    assert m.status.value in _options(case), m.reason or timed
+    assert re.search(case["reason"], m.reason, re.I), m.reason
     assert alive.ok, alive.reason
+
+
+def _options(case: dict[str, Any]) -> list[str]:
+    """``expect`` may list several verdicts where the compiler version decides (e.g. a ptxas warning)."""
+    return case["expect"] if isinstance(case["expect"], list) else [case["expect"]]
+
+
+def _expected(case: dict[str, Any]) -> str:
+    return f"{' or '.join(_options(case))}: {case['reason']}"

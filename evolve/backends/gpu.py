@@ -325,7 +325,18 @@ class GpuEvaluator:
         def launch(k: int) -> None:
             self._run(fns, plan, views[k])
 
-        # warm-up: at least warmup_ms and warmup_min launches, prepared like timed ones
+        def watched(k: int) -> Any:
+            """Launch with the inputs checksummed before and after."""
+            before = [self._checksum(views[k][n]) for n in inputs]
+            launch(k)
+            return cp.stack(before + [self._checksum(views[k][n]) for n in inputs])
+
+        def check_inputs(sums: list[Any]) -> None:
+            half = len(inputs)
+            if any(bool((c[:half] != c[half:]).any()) for c in sums):
+                raise _Fail(Status.WRONG, f"an input was modified during a timed call at {label}")
+
+        # warm-up: at least warmup_ms and warmup_min launches, prepared and watched like timed ones
         start, end = cp.cuda.Event(), cp.cuda.Event()
         prepare(0)
         start.record()
@@ -333,10 +344,12 @@ class GpuEvaluator:
         end.record()
         self._sync(end)
         est_ms = max(cp.cuda.get_elapsed_time(start, end), 1e-3)
+        sums = []
         for i in range(min(max(s.warmup_min, math.ceil(s.warmup_ms / est_ms)), 10_000)):
             prepare(i % len(sets))
-            launch(i % len(sets))
+            sums.append(watched(i % len(sets)))
         self._sync()
+        check_inputs(sums)
 
         samples: list[float] = []
         batch = max(s.min_samples, len(sets))
@@ -359,10 +372,7 @@ class GpuEvaluator:
                 if i == checked:
                     made = {n: views[k][n].copy() for n in outputs}
             self._sync()
-            half = len(inputs)
-            changed = [bool((c[:half] != c[half:]).any()) for c in sums]
-            if any(changed):
-                raise _Fail(Status.WRONG, f"an input was modified during a timed call at {label}")
+            check_inputs(sums)
             for st in (*sets, scratch):
                 for name, g in st.items():
                     if not g.intact():

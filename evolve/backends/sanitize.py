@@ -24,7 +24,7 @@ from evolve.spec import Variant
 from evolve.task import Task
 
 TOOLS = ("memcheck", "racecheck")
-_SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+error")
+_SUMMARY = re.compile(r"(?:ERROR SUMMARY:\s*|\()(\d+)\s+errors?\b")  # memcheck; racecheck
 
 
 def find_sanitizer() -> str | None:

@@ -21,9 +21,9 @@ from evolve.hardware import Hardware
 from evolve.lineage import write_lineage
 from evolve.objective import Objective
 from evolve.plan import make_plan
-from evolve.search import ORIGIN_ATTRS, counts_toward_budget
+from evolve.search import counts_toward_budget
 from evolve.task import Task, size_label
-from evolve.variants import VariantStore
+from evolve.variants import ORIGIN_ATTRS, VariantStore
 from evolve.verify import Verification
 
 

@@ -22,6 +22,11 @@ class Status(StrEnum):
     REJECTED = "rejected"  # refused before running: malformed spec, forbidden include, ...
     NOT_RECORDED = "not_recorded"  # replay backend: nobody measured this candidate
     INTERRUPTED = "interrupted"  # the run stopped while measuring; retried on resume
+    OVER_BUDGET = "over_budget"  # queued beyond the budget by a process that could not know
+    DUPLICATE = "duplicate"  # the same candidate was queued earlier by another process
+
+
+NOT_COUNTED = frozenset({Status.INTERRUPTED, Status.OVER_BUDGET, Status.DUPLICATE})
 
 
 @dataclass(frozen=True)

@@ -29,20 +29,20 @@ from evolve.backends import Backend
 from evolve.errors import EvolveError
 from evolve.evolution import LLM_OPERATORS, REPAIRABLE, EvolutionSettings, Proposer
 from evolve.hardware import Hardware
-from evolve.measurement import Measurement, Status
+from evolve.measurement import NOT_COUNTED, Measurement, Status
 from evolve.metrics import roofline
 from evolve.objective import Objective
 from evolve.population import Population
 from evolve.samplers import make_sampler
-from evolve.spec import Variant
+from evolve.spec import Variant, candidate_key
 from evolve.task import Task
 from evolve.tuner import VariantTuner
-from evolve.variants import VariantStore
+from evolve.variants import VariantStore, requeue
 
 log = logging.getLogger(__name__)
 ROLES = ("all", "propose", "evaluate")
+HEARTBEAT = "evolve:heartbeat"  # trial system attribute: when its evaluator last said it was alive
 MAX_BLIND_TRIES = 2  # configurations tried of a variant that has never produced a correct result
-ORIGIN_ATTRS = ("variant", "variant_name", "operator", "parents")  # set when a trial is enqueued
 Callback = Callable[[Variant, Mapping[str, int], Measurement], None]
 
 
@@ -54,6 +54,8 @@ class SearchSettings:
     seed: int | None = None
     explore: float = 0.5  # how much fewer trials lower a variant's bar (LCB on its best time)
     progress: bool = True
+    heartbeat_s: float = 10.0  # a measuring evaluator marks its trial alive this often ...
+    stale_after_s: float = 60.0  # ... and a RUNNING trial silent for this long is re-queued
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> SearchSettings:
@@ -64,14 +66,19 @@ class SearchSettings:
             seed=None if cfg.get("seed") is None else int(cfg["seed"]),
             explore=float(cfg.get("explore", 0.5)),
             progress=bool(cfg.get("progress", True)),
+            heartbeat_s=float(cfg.get("heartbeat_s", 10.0)),
+            stale_after_s=float(cfg.get("stale_after_s", 60.0)),
         )
 
 
 def counts_toward_budget(t: FrozenTrial) -> bool:
-    """Finished trials count; one cut short by an interrupt is retried instead."""
-    return t.state in (TrialState.COMPLETE, TrialState.FAIL) and (
-        t.user_attrs.get("status") != Status.INTERRUPTED.value
-    )
+    """Finished trials count; one cut short by an interrupt is retried instead, and one another
+    process queued beyond the budget (or twice) was never measured."""
+    return t.state in (TrialState.COMPLETE, TrialState.FAIL) and t.user_attrs.get("status") not in NOT_COUNTED
+
+
+def _fixed(t: FrozenTrial) -> dict[str, Any]:
+    return dict(t.system_attrs.get("fixed_params") or t.params)
 
 
 class Search:
@@ -108,8 +115,9 @@ class Search:
         self.waiting = 0  # of them, not yet evaluated
         self.inflight = 0  # LLM proposals planned and not yet committed (each may bring a child)
         self.credits = 0  # tuning trials allowed before the next LLM child
-        self._pulled = 0  # trials (by number) already fed to the population
+        self._observed: set[int] = set()  # trial numbers already fed to tuners and population
         self._last_work = time.monotonic()
+        self._last_reap = 0.0
         self.repairable: list[tuple[str, str, str, str]] = []  # (variant, status, reason, diagnostics)
         self.recent_failures: list[tuple[str, str, str]] = []  # (name, status, reason)
 
@@ -135,13 +143,13 @@ class Search:
             vid = t.user_attrs.get("variant")
             if vid not in self.variants:
                 continue
-            if t.state == TrialState.RUNNING and self.role == "propose":
+            if t.state == TrialState.RUNNING and self.role != "all":  # measured elsewhere, or stale:
                 self._tuner(vid).mark_pending(t.system_attrs.get("fixed_params") or t.params)
-                self.waiting += 1  # an evaluator is measuring it
+                self.waiting += self.role == "propose"  # the heartbeats tell (see _reap)
                 self.enqueued += 1
             elif t.state == TrialState.RUNNING:
-                params = t.system_attrs.get("fixed_params") or t.params
-                self._requeue(Trial(self.study, t._trial_id), t.user_attrs, params)
+                params = _fixed(t)
+                requeue(self.study, t._trial_id)
                 self._tuner(vid).mark_pending(params)
                 self.waiting += 1
                 self.enqueued += 1
@@ -153,13 +161,13 @@ class Search:
                 used += 1
                 self.enqueued += 1
                 self._observe(t)
-        self._pulled = next((i for i, t in enumerate(trials) if not t.state.is_finished()), len(trials))
         repaired = {p for m in self.variants.meta.values() if m["operator"] == "repair" for p in m["parents"]}
         self.repairable = [r for r in self.repairable if r[0] not in repaired]
         return used
 
     def _observe(self, t: FrozenTrial) -> None:
         """Feed one finished trial to the tuner, the population and the failure lists."""
+        self._observed.add(t.number)
         vid = t.user_attrs["variant"]
         meta = self.variants.meta[vid]
         tuner = self._tuner(vid)
@@ -215,8 +223,7 @@ class Search:
                     elif action == "exhausted":
                         reason = "exhausted"
                         break
-                    else:
-                        self._evaluate_next()
+                    elif self._evaluate_next():
                         self.used += 1
                         bar.update()
                     elapsed += time.monotonic() - t0
@@ -235,20 +242,22 @@ class Search:
         return self.proposer is not None and self.proposer.stopped is None
 
     def _pull(self) -> None:
-        """Catch up with what other processes put in the storage: their variants, their queued
-        trials and (for the proposer) the results, in trial order."""
+        """Catch up with what other processes put in the storage: their variants, the results
+        of their trials (for tuners and population) and what is queued or being measured."""
         self.variants.load()
         trials = sorted(self.study.get_trials(deepcopy=False), key=lambda t: t.number)
         with self.lock:
-            if self.role == "propose":
-                while self._pulled < len(trials) and trials[self._pulled].state.is_finished():
-                    t = trials[self._pulled]
-                    self._pulled += 1
-                    if counts_toward_budget(t) and t.user_attrs.get("variant") in self.variants:
-                        self.used += 1
-                        self._observe(t)
-            self.waiting = sum(t.state in (TrialState.WAITING, TrialState.RUNNING) if self.role == "propose"
-                               else t.state == TrialState.WAITING for t in trials)
+            for t in trials:
+                vid = t.user_attrs.get("variant")
+                if t.number in self._observed or vid not in self.variants:
+                    continue
+                if counts_toward_budget(t):
+                    self._observe(t)
+                elif t.state in (TrialState.WAITING, TrialState.RUNNING):
+                    self._tuner(vid).mark_pending(_fixed(t))
+            self.used = sum(counts_toward_budget(t) for t in trials)
+            busy = [TrialState.WAITING] + [TrialState.RUNNING] * (self.role == "propose")
+            self.waiting = sum(t.state in busy for t in trials)
 
     def run_proposer(self) -> str:
         """``role=propose``: make LLM children for evaluators elsewhere until a budget is spent."""
@@ -282,6 +291,9 @@ class Search:
     def _next(self) -> str:
         """What the evaluator does next: evaluate a queued candidate, propose, wait or stop."""
         if self.role == "evaluate":
+            if time.monotonic() - self._last_reap > self.s.heartbeat_s:
+                self._reap()
+                self._last_reap = time.monotonic()
             self._pull()
         with self.lock:
             if self.replay is not None:
@@ -396,8 +408,10 @@ class Search:
         self.enqueued += 1
         self.waiting += 1
 
-    def _evaluate_next(self) -> None:
+    def _evaluate_next(self) -> bool:
+        """Measure the next queued trial; False if it was not ours to measure (budget, twin)."""
         trial = self.study.ask()
+        self._heartbeat(trial)
         attrs = trial.user_attrs
         vid = attrs.get("variant")
         if vid not in self.variants:
@@ -406,16 +420,26 @@ class Search:
             trial.set_user_attr("status", Status.REJECTED.value)
             trial.set_user_attr("reason", "trial carries no known variant")
             self.study.tell(trial, state=TrialState.FAIL)
-            return
+            return True
         variant = self.variants.get(vid)
+        fixed = _fixed(self.study._storage.get_trial(trial._trial_id))
+        if self.role == "evaluate" and (skip := self._not_ours(trial.number, vid, fixed)):
+            trial.set_user_attr("status", skip.value)
+            self.study.tell(trial, state=TrialState.FAIL)
+            return False
         tunables = {
             t.name: trial.suggest_int(t.name, t.values[0], t.values[-1]) for t in variant.spec.tunables
         }
+        beating = threading.Event()
+        beat = threading.Thread(target=self._beat, args=(trial, beating), daemon=True)
+        beat.start()
         try:
             m = self.backend.evaluate(variant, tunables, self.objective.sizes(self.task))
         except KeyboardInterrupt:
-            self._requeue(trial, attrs, tunables)
+            requeue(self.study, trial._trial_id)
             raise
+        finally:
+            beating.set()
         value = self.objective.value_ms(m, self.task) if m.ok else None
         self._record(trial, variant, tunables, m)
         best = self._best()
@@ -427,13 +451,39 @@ class Search:
             self._observe(frozen)
         for cb in self.callbacks:
             cb(variant, tunables, m)
+        return True
 
-    def _requeue(self, trial: Trial, attrs: Mapping[str, Any], tunables: Mapping[str, int]) -> None:
-        """Close an interrupted trial without charging the budget and queue its candidate again."""
-        trial.set_user_attr("status", Status.INTERRUPTED.value)
-        self.study.tell(trial, state=TrialState.FAIL)
-        origin = {k: attrs[k] for k in ORIGIN_ATTRS if k in attrs}
-        self.study.enqueue_trial(dict(tunables), user_attrs=origin)
+    def _not_ours(self, number: int, vid: str, params: Mapping[str, Any]) -> Status | None:
+        """With several evaluators: the budget is the first ``n_trials`` trials by number (those
+        not excluded), and a candidate is measured by whoever holds its first trial."""
+        earlier = [t for t in self.study.get_trials(deepcopy=False)
+                   if t.number < number and t.user_attrs.get("status") not in NOT_COUNTED]
+        if len(earlier) >= self.s.n_trials:
+            return Status.OVER_BUDGET
+        key = candidate_key(vid, params)
+        if any(candidate_key(t.user_attrs.get("variant", ""), _fixed(t)) == key for t in earlier):
+            return Status.DUPLICATE
+        return None
+
+    def _heartbeat(self, trial: Trial) -> None:
+        self.study._storage.set_trial_system_attr(trial._trial_id, HEARTBEAT, time.time())
+
+    def _beat(self, trial: Trial, stop: threading.Event) -> None:
+        """While measuring: tell other processes this trial is alive (see ``_reap``). A system
+        attribute rather than Optuna's heartbeat, which only RDB storages have."""
+        while not stop.wait(self.s.heartbeat_s):
+            self._heartbeat(trial)
+
+    def _reap(self) -> int:
+        """Re-queue RUNNING trials whose evaluator stopped beating (killed, machine lost)."""
+        now, stale = time.time(), 0
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if now - float(t.system_attrs.get(HEARTBEAT, now)) > self.s.stale_after_s:
+                stale += requeue(self.study, t._trial_id)
+        if stale:
+            log.warning("re-queued %d trial(s) whose evaluator stopped (no heartbeat for %.0f s)",
+                        stale, self.s.stale_after_s)
+        return stale
 
     def _record(self, trial: Trial, variant: Variant, tunables: Mapping[str, int],
                 m: Measurement) -> None:

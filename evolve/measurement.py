@@ -24,9 +24,10 @@ class Status(StrEnum):
     INTERRUPTED = "interrupted"  # the run stopped while measuring; retried on resume
     OVER_BUDGET = "over_budget"  # queued beyond the budget by a process that could not know
     DUPLICATE = "duplicate"  # the same candidate was queued earlier by another process
+    NO_CANDIDATE = "no_candidate"  # another process emptied the queue just before this one asked
 
 
-NOT_COUNTED = frozenset({Status.INTERRUPTED, Status.OVER_BUDGET, Status.DUPLICATE})
+NOT_COUNTED = frozenset({Status.INTERRUPTED, Status.OVER_BUDGET, Status.DUPLICATE, Status.NO_CANDIDATE})
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import socket
 import sys
 import tempfile
 import threading
@@ -41,6 +43,7 @@ from evolve.variants import VariantStore, requeue
 
 log = logging.getLogger(__name__)
 ROLES = ("all", "propose", "evaluate")
+WORKER = f"{socket.gethostname()}:{os.getpid()}"  # which evaluator measured a trial
 HEARTBEAT = "evolve:heartbeat"  # trial system attribute: when its evaluator last said it was alive
 MAX_BLIND_TRIES = 2  # configurations tried of a variant that has never produced a correct result
 Callback = Callable[[Variant, Mapping[str, int], Measurement], None]
@@ -118,6 +121,7 @@ class Search:
         self._observed: set[int] = set()  # trial numbers already fed to tuners and population
         self._last_work = time.monotonic()
         self._last_reap = 0.0
+        self.running_elsewhere = 0  # RUNNING trials of other evaluators (role=evaluate)
         self.repairable: list[tuple[str, str, str, str]] = []  # (variant, status, reason, diagnostics)
         self.recent_failures: list[tuple[str, str, str]] = []  # (name, status, reason)
 
@@ -233,7 +237,18 @@ class Search:
             stop.set()
             for th in threads:  # a call in flight is abandoned after a short wait (Ctrl-C)
                 th.join(timeout=2.0)
+        if self.role == "evaluate":
+            self._drain()
         return reason
+
+    def _drain(self) -> None:
+        """Before leaving, re-queue the trials of evaluators that died, so none stays RUNNING."""
+        deadline = time.monotonic() + self.s.stale_after_s + 2 * self.s.heartbeat_s
+        self._pull()
+        while self.running_elsewhere and time.monotonic() < deadline:
+            time.sleep(self.s.heartbeat_s)
+            self._reap()
+            self._pull()
 
     def llm_active(self) -> bool:
         if self.role == "evaluate":  # the LLM works in another process: is it alive?
@@ -258,6 +273,7 @@ class Search:
             self.used = sum(counts_toward_budget(t) for t in trials)
             busy = [TrialState.WAITING] + [TrialState.RUNNING] * (self.role == "propose")
             self.waiting = sum(t.state in busy for t in trials)
+            self.running_elsewhere = sum(t.state == TrialState.RUNNING for t in trials)
 
     def run_proposer(self) -> str:
         """``role=propose``: make LLM children for evaluators elsewhere until a budget is spent."""
@@ -330,6 +346,8 @@ class Search:
         """An evaluator beside a proposer process waits a while for children before giving up."""
         if self.role != "evaluate":
             return False
+        if self.running_elsewhere:  # finished, or re-queued once its evaluator goes silent
+            return True
         state = (self.study.user_attrs.get("proposer") or {}).get("state")
         return state != "done" and time.monotonic() - self._last_work < self.evo.idle_wait_s
 
@@ -412,8 +430,13 @@ class Search:
         """Measure the next queued trial; False if it was not ours to measure (budget, twin)."""
         trial = self.study.ask()
         self._heartbeat(trial)
+        trial.set_user_attr("worker", WORKER)
         attrs = trial.user_attrs
         vid = attrs.get("variant")
+        if vid is None:  # Optuna made a fresh trial: the queue was emptied by another evaluator
+            trial.set_user_attr("status", Status.NO_CANDIDATE.value)
+            self.study.tell(trial, state=TrialState.FAIL)
+            return False
         if vid not in self.variants:
             self.variants.load()  # made by another process since we last looked
         if vid not in self.variants:

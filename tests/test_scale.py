@@ -1,0 +1,105 @@
+"""Scale-out: several evaluator processes and a proposer on one study in a real PostgreSQL server.
+
+The replay backend stands in for the GPUs and a loopback server speaks the OpenAI protocol; the
+processes share nothing but the storage (and the artifact directory)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+from openai_server import OpenAIServer, Reply, kernel_answer
+from optuna.trial import TrialState
+
+from evolve.paths import ROOT
+from evolve.search import counts_toward_budget
+
+TILED = (ROOT / "kernels/transpose/tiled.cu").read_text()
+ENV = {**{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EVOLVE_LLM_"))},
+       "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "sk-test"}
+
+
+def common(url: str, n: int) -> list[str]:
+    return ["task=transpose", "run.name=multi", f"search.n_trials={n}", "hardware=h200", "storage=postgres",
+            f"storage.url='{url}'", f"task.seeds=[{ROOT / 'kernels/transpose/naive.cu'}]",
+            "search.progress=false", "search.heartbeat_s=0.5", "search.stale_after_s=3"]
+
+
+def evaluator(url: str, n: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "evolve", *common(url, n), "role=evaluate", "backend=replay", "llm=none",
+         "backend.delay_s=0.25", "evolution.idle_wait_s=8"],
+        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def _params(t: optuna.trial.FrozenTrial) -> dict:
+    return dict(t.system_attrs.get("fixed_params") or t.params)
+
+
+def counted(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    return [t for t in study.get_trials(deepcopy=False) if counts_toward_budget(t)]
+
+
+def test_evaluators_and_a_proposer_share_one_study_and_one_budget(in_tmp: Path, postgres_url: str) -> None:
+    storage = optuna.storages.RDBStorage(postgres_url)
+    with OpenAIServer(lambda r: Reply(kernel_answer(TILED))) as server:
+        workers = [evaluator(postgres_url, 18)]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the first evaluator creates the run
+            try:
+                if optuna.load_study(study_name="multi", storage=storage).user_attrs.get("hardware_spec"):
+                    break
+            except KeyError:
+                pass
+            time.sleep(0.2)
+        workers += [evaluator(postgres_url, 18) for _ in range(2)]
+        proposer = subprocess.Popen(
+            [sys.executable, "-m", "evolve", *common(postgres_url, 18), "role=propose", "llm=openai",
+             f"llm.base_url={server.base_url}", "llm.max_calls=2"],
+            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        study = optuna.load_study(study_name="multi", storage=storage)
+        killed = f":{workers[1].pid}"
+        held: list[int] = []
+        while time.monotonic() < deadline and not held:
+            time.sleep(0.05)
+            if len(counted(study)) < 5:
+                continue
+            workers[1].send_signal(signal.SIGSTOP)  # frozen: what it holds cannot change now
+            time.sleep(0.05)
+            held = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                    if t.user_attrs.get("worker", "").endswith(killed)]
+            if not held:
+                workers[1].send_signal(signal.SIGCONT)
+        workers[1].send_signal(signal.SIGKILL)  # while it is measuring trial `held`
+        outs = [w.communicate(timeout=180) for w in workers]
+        proposer.communicate(timeout=180)
+    assert [w.returncode for w in workers[::2]] == [0, 0], [o[1][-2000:] for o in outs]
+    assert proposer.returncode == 0
+    done = counted(study)
+    table = "\n".join(f"{t.number} {t.state.name} {t.user_attrs.get('status')} {t.user_attrs.get('worker')} "
+                      f"{t.user_attrs.get('variant_name')} {t.user_attrs.get('operator')} {_params(t)}"
+                      for t in study.get_trials(deepcopy=False))
+    assert len(done) == 18, f"exactly the budget, across three processes\n{table}"
+    keys = [(t.user_attrs["variant"], tuple(sorted(t.params.items()))) for t in done]
+    assert len(set(keys)) == len(keys), "no candidate measured twice"
+    left = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    assert not left, "the killed worker's trial was reaped"
+    assert any(t.user_attrs["operator"] in ("mutate", "mutate_diff") for t in done), "the proposer's child"
+    assert held, "the worker was killed while measuring"
+    for number in held:  # what the killed worker was measuring was failed and queued again
+        assert study.trials[number].user_attrs["status"] == "interrupted"
+    measured_by = {t.user_attrs["worker"].rsplit(":", 1)[1] for t in done}
+    assert len(measured_by) >= 2, "the work was shared"
+
+    # the whole search resumes afterwards, in one process, to a larger budget (the space holds 26)
+    resumed = subprocess.run([sys.executable, "-m", "evolve", *common(postgres_url, 24), "backend=replay",
+                              "llm=none"], env=ENV, capture_output=True, text=True, timeout=180)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(counted(optuna.load_study(study_name="multi", storage=storage))) == 24

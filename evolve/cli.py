@@ -6,8 +6,12 @@ this module only assembles the parts, and turns every problem a user can fix int
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -39,7 +43,7 @@ from evolve.search import Search, SearchSettings
 from evolve.storage import cached_ceilings, open_storage, store_ceilings
 from evolve.task import Task, load_task
 from evolve.variants import VariantStore
-from evolve.verify import verify
+from evolve.verify import Verification, verify
 
 log = logging.getLogger("evolve")
 
@@ -67,10 +71,14 @@ def run(cfg: DictConfig) -> float | None:
     storage, artifacts = open_storage(c["storage"])
     target = None if c["hardware"]["name"] == "auto" else named(c["hardware"])
     role = str(c.get("role", "all"))
+    helpers = _start_workers(c) if role == "all" else []
+    if helpers:  # the evaluators are the helper processes: this one proposes, waits and exports
+        role = "propose"
     backend = None if role == "propose" else create_backend(c["backend"])
+    stop = "interrupted"
     try:
         if backend is None:  # a proposer needs no GPU: it works with the evaluators' hardware
-            hw = _stored_hardware(storage, c["run"]["name"]) or target
+            hw = _stored_hardware(storage, c["run"]["name"], helpers) or target
             if hw is None:
                 raise EvolveError("role=propose needs hardware=<name> until an evaluator has created the run")
         else:
@@ -88,17 +96,18 @@ def run(cfg: DictConfig) -> float | None:
         run_dir = Path(c["run"]["dir"])
         if role != "evaluate":
             _attach_llm(search, c, task, hw, run_dir, settings.seed)
-        if role == "propose" and search.proposer is None:
+        if role == "propose" and search.proposer is None and not helpers:
             raise EvolveError("role=propose needs an LLM: choose llm=openai or llm=local")
-        try:
-            stop = search.run_proposer() if role == "propose" else search.run()
-        except KeyboardInterrupt:
-            stop = "interrupted"
+        with contextlib.suppress(KeyboardInterrupt):
+            if role == "propose" and search.proposer is not None:
+                stop = search.run_proposer()
+            elif role != "propose":
+                stop = search.run()
+            if helpers:
+                stop = _wait(helpers)
         checks = None
-        if backend is not None and c["backend"]["name"] != "replay" and stop != "interrupted" \
-                and c["search"].get("verify", True):
-            backend.close()  # one GPU, one worker at a time
-            checks = verify(create_backend(c["backend"]), task, hw, objective, variants, _ranked(study))
+        if role == "all" or helpers:
+            checks = _verify(c, backend, stop, task, hw, objective, variants, study)
         sanitized = None
         winner = next((ch for ch in checks or [] if ch.passed), None)
         if winner is not None and c["search"].get("sanitize"):
@@ -110,6 +119,9 @@ def run(cfg: DictConfig) -> float | None:
     finally:
         if backend is not None:
             backend.close()
+        for p in helpers:
+            if p.poll() is None:
+                p.terminate()
     if summary is None:
         print(f"{task.name}: no correct candidate yet; see {run_dir}/report.md", file=sys.stderr)
     else:
@@ -119,6 +131,75 @@ def run(cfg: DictConfig) -> float | None:
               file=sys.stderr)
         sys.exit(130)
     return summary.best_ms if summary else None
+
+
+def _verify(c: dict[str, Any], backend: Backend | None, stop: str, task: Task, hw: Hardware,
+            objective: Objective, variants: VariantStore, study: optuna.Study) -> list[Verification] | None:
+    """Step 5, in a fresh worker, when the run measured on a GPU and was not interrupted."""
+    if c["backend"]["name"] == "replay" or stop == "interrupted" or not c["search"].get("verify", True):
+        return None
+    if backend is not None:
+        backend.close()  # one GPU, one worker at a time
+    fresh = create_backend({**c["backend"], "device": 0})
+    return verify(fresh, task, hw, objective, variants, _ranked(study))
+
+
+def _start_workers(c: dict[str, Any]) -> list[subprocess.Popen[bytes]]:
+    """``workers=N|auto``: one ``role=evaluate`` process per GPU of this node, each pinned with
+    CUDA_VISIBLE_DEVICES, all on this run's study. Optuna's storage is the only link."""
+    workers = c.get("workers", 1)
+    if workers in (1, "1", None):
+        return []
+    gpus = _visible_gpus()
+    n = len(gpus) if workers == "auto" else int(workers)
+    if n < 1:
+        raise EvolveError("workers=auto found no GPU (nvidia-smi lists none)")
+    if c["storage"].get("kind") == "rdb" and str(c["storage"].get("url", "")).startswith("sqlite"):
+        raise EvolveError("several evaluators need storage=postgres (or storage=journal on one node)")
+    overrides = [o for o in HydraConfig.get().overrides.task
+                 if not o.startswith(("workers=", "role=", "worker=", "run.name="))]
+    procs = []
+    for i in range(n):
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)] if gpus else str(i)}
+        pin = ["backend.device=0"] if "device" in c["backend"] else []  # the one GPU it sees
+        cmd = [sys.executable, "-m", "evolve", *overrides, "role=evaluate", "workers=1", f"worker={i}",
+               *pin, f"run.name={c['run']['name']}", "search.progress=false"]
+        procs.append(subprocess.Popen(cmd, env=env))
+    log.info("started %d evaluator process(es) on GPU(s) %s", n, ", ".join(gpus) or "0..")
+    return procs
+
+
+def _visible_gpus() -> list[str]:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [g for g in visible.split(",") if g.strip()]
+    try:
+        out = subprocess.run(["nvidia-smi", "--list-gpus"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [str(i) for i, line in enumerate(out.stdout.splitlines()) if line.startswith("GPU ")]
+
+
+def _wait(procs: list[subprocess.Popen[bytes]]) -> str:
+    codes = [p.wait() for p in procs]
+    if any(codes):
+        raise EvolveError(f"evaluator process(es) failed with exit codes {codes}")
+    return "budget"
+
+
+def _stored_hardware(storage: optuna.storages.BaseStorage, name: str,
+                     helpers: list[subprocess.Popen[bytes]]) -> Hardware | None:
+    """The hardware an evaluator recorded in the run's study; with helper processes of our own,
+    wait for the first of them to create the run."""
+    deadline = time.monotonic() + 600
+    while True:
+        try:
+            spec = optuna.load_study(study_name=name, storage=storage).user_attrs.get("hardware_spec")
+        except KeyError:
+            spec = None
+        if spec or not helpers or time.monotonic() > deadline or all(p.poll() is not None for p in helpers):
+            return Hardware.from_dict(spec) if spec else None
+        time.sleep(0.5)
 
 
 def _ranked(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
@@ -168,14 +249,6 @@ def _with_ceilings(hw: Hardware, backend: Backend, storage: optuna.storages.Base
         ceilings = backend.measure_ceilings()
         store_ceilings(storage, key, ceilings)
     return Hardware.from_dict({**hw.to_dict(), **ceilings})
-
-
-def _stored_hardware(storage: optuna.storages.BaseStorage, name: str) -> Hardware | None:
-    try:
-        spec = optuna.load_study(study_name=name, storage=storage).user_attrs.get("hardware_spec")
-    except KeyError:
-        return None
-    return Hardware.from_dict(spec) if spec else None
 
 
 def _open_study(storage: optuna.storages.BaseStorage, name: str, task: Task,

@@ -103,3 +103,41 @@ def test_evaluators_and_a_proposer_share_one_study_and_one_budget(in_tmp: Path, 
                               "llm=none"], env=ENV, capture_output=True, text=True, timeout=180)
     assert resumed.returncode == 0, resumed.stderr
     assert len(counted(optuna.load_study(study_name="multi", storage=storage))) == 24
+
+
+def _counted_by_worker(url: str, name: str) -> tuple[int, set[str]]:
+    study = optuna.load_study(study_name=name, storage=optuna.storages.RDBStorage(url))
+    done = counted(study)
+    return len(done), {t.user_attrs["worker"] for t in done}
+
+
+def test_workers_start_one_evaluator_per_gpu(in_tmp: Path, postgres_url: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "evolve", "task=softmax", "run.name=w", "workers=2", "backend=replay",
+         "hardware=h200", "llm=none", "storage=postgres", f"storage.url='{postgres_url}'",
+         "search.n_trials=12", "backend.delay_s=0.1", "search.progress=false", "evolution.idle_wait_s=3"],
+        env=ENV, capture_output=True, text=True, timeout=240,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    n, workers = _counted_by_worker(postgres_url, "w")
+    assert n == 12 and len(workers) == 2
+    assert "best" in out.stdout and (in_tmp / "runs/w/best.json").is_file()
+
+
+def test_hydra_joblib_launcher_runs_evaluators_in_parallel(in_tmp: Path, postgres_url: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "evolve", "-m", "hydra/launcher=joblib", "worker=0,1,2", "role=evaluate",
+         "task=transpose", "run.name=jl", "backend=replay", "hardware=h200", "llm=none", "storage=postgres",
+         f"storage.url='{postgres_url}'", "search.n_trials=15", "backend.delay_s=0.1",
+         "search.progress=false", "evolution.idle_wait_s=3"],
+        env=ENV, capture_output=True, text=True, timeout=240,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    n, workers = _counted_by_worker(postgres_url, "jl")
+    assert n == 15 and len(workers) >= 2
+
+
+def test_several_evaluators_refuse_sqlite(in_tmp: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "evolve", "workers=2", "backend=replay", "hardware=h200",
+                          "llm=none"], env=ENV, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "storage=postgres" in out.stderr

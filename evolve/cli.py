@@ -263,7 +263,10 @@ def _open_study(storage: optuna.storages.BaseStorage, name: str, task: Task,
         "objective": objective.name, "hardware": hw.name,
     }
     old = {k: study.user_attrs.get(k) for k in identity}
-    if all(v is None for v in old.values()):
+    if any(old[k] is not None and old[k] != v for k, v in identity.items()):
+        diff = ", ".join(f"{k}: {old[k]} -> {v}" for k, v in identity.items() if old[k] != v)
+        raise EvolveError(f"run {name} exists with a different setup ({diff}); choose another run.name")
+    if any(v is None for v in old.values()):  # new, or being created by another process right now
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(["time_ms"])
@@ -274,9 +277,6 @@ def _open_study(storage: optuna.storages.BaseStorage, name: str, task: Task,
         study.set_user_attr("backend", c["backend"]["name"])
         study.set_user_attr("cuda_evolve", __version__)
         study.set_user_attr("config", OmegaConf.to_yaml(c))
-    elif old != identity:
-        diff = ", ".join(f"{k}: {old[k]} -> {v}" for k, v in identity.items() if old[k] != v)
-        raise EvolveError(f"run {name} exists with a different setup ({diff}); choose another run.name")
     else:
         log.info("resuming run %s", name)
     return study

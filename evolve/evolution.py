@@ -227,14 +227,14 @@ class Proposer:
         """Register the child and queue its first trial; log the proposal."""
         search = self.search
         search.inflight -= 1
-        if child is not None and child.id in search.variants:
+        c = completion
+        model, tokens = (c.model, c.prompt_tokens + c.completion_tokens) if c else ("", 0)
+        if child is not None and not search.variants.add(
+                child, operator=plan.operator, parents=plan.parents, island=plan.island, model=model,
+                tokens=tokens):
             reason = f"duplicate: same code as {search.variants.get(child.id).name}"
             child = None
         if child is not None:
-            c = completion
-            model, tokens = (c.model, c.prompt_tokens + c.completion_tokens) if c else ("", 0)
-            search.variants.add(child, operator=plan.operator, parents=plan.parents, island=plan.island,
-                                model=model, tokens=tokens)
             tunables = plan.first_tunables if _fits(child, plan.first_tunables) else child.spec.default
             search.enqueue(child, tunables, plan.operator, parents=plan.parents,
                            extra={"llm_model": model, "llm_tokens": tokens})

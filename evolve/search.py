@@ -446,7 +446,7 @@ class Search:
             return True
         variant = self.variants.get(vid)
         fixed = _fixed(self.study._storage.get_trial(trial._trial_id))
-        if self.role == "evaluate" and (skip := self._not_ours(trial.number, vid, fixed)):
+        if self.role == "evaluate" and (skip := self._not_ours(trial._trial_id, vid, fixed)):
             trial.set_user_attr("status", skip.value)
             self.study.tell(trial, state=TrialState.FAIL)
             return False
@@ -476,11 +476,13 @@ class Search:
             cb(variant, tunables, m)
         return True
 
-    def _not_ours(self, number: int, vid: str, params: Mapping[str, Any]) -> Status | None:
-        """With several evaluators: the budget is the first ``n_trials`` trials by number (those
-        not excluded), and a candidate is measured by whoever holds its first trial."""
+    def _not_ours(self, trial_id: int, vid: str, params: Mapping[str, Any]) -> Status | None:
+        """With several evaluators: the budget is the first ``n_trials`` trials in the order they
+        were created (those not excluded), and a candidate is measured by whoever holds its first
+        trial. Creation order is the storage's trial id: trial numbers can tie or swap when
+        processes create trials at the same moment."""
         earlier = [t for t in self.study.get_trials(deepcopy=False)
-                   if t.number < number and t.user_attrs.get("status") not in NOT_COUNTED]
+                   if t._trial_id < trial_id and t.user_attrs.get("status") not in NOT_COUNTED]
         if len(earlier) >= self.s.n_trials:
             return Status.OVER_BUDGET
         key = candidate_key(vid, params)

@@ -73,7 +73,10 @@ class VariantStore:
             self.meta[vid] = meta
 
     def add(self, variant: Variant, operator: str, parents: list[str], **extra: Any) -> bool:
-        """Store a new variant; False if one with the same normalized source exists."""
+        """Store a new variant; False if one with the same normalized source exists, here or in
+        the storage (another process may have stored it)."""
+        if variant.id not in self._variants and PREFIX + variant.id in self.study.user_attrs:
+            self.load()
         if variant.id in self._variants:
             return False
         with tempfile.TemporaryDirectory() as tmp:

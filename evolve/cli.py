@@ -7,6 +7,7 @@ this module only assembles the parts, and turns every problem a user can fix int
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import subprocess
@@ -68,6 +69,8 @@ def run(cfg: DictConfig) -> float | None:
     admit(task)
     objective = Objective.from_config(c["objective"])
     settings = SearchSettings.from_config(c["search"])
+    if settings.seed is not None and int(c.get("worker", 0)):  # evaluators must not propose alike
+        settings = dataclasses.replace(settings, seed=settings.seed + int(c["worker"]))
     storage, artifacts = open_storage(c["storage"])
     target = None if c["hardware"]["name"] == "auto" else named(c["hardware"])
     role = str(c.get("role", "all"))

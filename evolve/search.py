@@ -518,6 +518,8 @@ class Search:
         if m.log:
             trial.set_user_attr("diagnostics", m.log[:4000])
         trial.set_user_attr("eval_s", round(m.time_s, 3))
+        trial.set_user_attr("compile_s", round(m.compile_s, 3))
+        trial.set_user_attr("check_s", round(m.check_s, 3))
         if m.ok:
             for k, v in roofline(m, self.task, self.hw).items():
                 trial.set_user_attr(k, round(v, 6))

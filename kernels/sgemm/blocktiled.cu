@@ -13,16 +13,18 @@ kernels:
     block: (BM // TM) * (BN // TN)
     args: [a, b, c, M, N, K]
 tunables:
-  BM: {values: [64, 128], default: 128}
-  BN: {values: [64, 128], default: 128}
-  BK: {values: [8, 16], default: 8}
-  TM: {values: [4, 8], default: 8}
-  TN: {values: [4, 8], default: 8}
+  BM: {values: [32, 64, 128, 256], default: 128}
+  BN: {values: [32, 64, 128, 256], default: 128}
+  BK: {values: [4, 8, 16, 32], default: 8}
+  TM: {values: [4, 8, 16], default: 8}
+  TN: {values: [1, 2, 4, 8, 16], default: 8}
 restrictions:
-  - (BM // TM) * (BN // TN) >= 64
+  - (BM // TM) * (BN // TN) >= 32
   - (BM // TM) * (BN // TN) <= 256
-  - (BM * BK) % ((BM // TM) * (BN // TN)) == 0
+  - TM * TN <= 128                                  # accumulators stay in registers
+  - (BM * BK) % ((BM // TM) * (BN // TN)) == 0      # whole loads per thread
   - (BN * BK) % ((BM // TM) * (BN // TN)) == 0
+  - 4 * BK * (BM + 4 + BN) <= 49152                 # static shared memory
 */
 #define NT ((BM / TM) * (BN / TN))  // threads per block
 #define TCOLS (BN / TN)             // threads along N

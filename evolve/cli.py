@@ -101,6 +101,8 @@ def run(cfg: DictConfig) -> float | None:
             _attach_llm(search, c, task, hw, run_dir, settings.seed)
         if role == "propose" and search.proposer is None and not helpers:
             raise EvolveError("role=propose needs an LLM: choose llm=openai or llm=local")
+        if helpers and search.proposer is None:  # our evaluators need not wait for children
+            study.set_user_attr("proposer", {"state": "done", "reason": "no LLM"})
         with contextlib.suppress(KeyboardInterrupt):
             if role == "propose" and search.proposer is not None:
                 stop = search.run_proposer()

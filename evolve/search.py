@@ -328,6 +328,8 @@ class Search:
                 return self._take() if self.waiting else "exhausted"
             if self.inflight and self.used + self.waiting + self.inflight >= self.s.n_trials:
                 return "wait"  # the rest of the budget is reserved for children on their way
+            if self.role == "evaluate" and self.used + self.running_elsewhere >= self.s.n_trials:
+                return "wait"  # the rest of the budget is being measured by other evaluators
             llm = self.llm_active() and not self.budget_full()
             if (not llm or self.credits > 0) and self._propose_tune():
                 return self._take()
@@ -429,7 +431,7 @@ class Search:
     def _evaluate_next(self) -> bool:
         """Measure the next queued trial; False if it was not ours to measure (budget, twin)."""
         trial = self.study.ask()
-        self._heartbeat(trial)
+        self._heartbeat_id(trial._trial_id)
         trial.set_user_attr("worker", WORKER)
         attrs = trial.user_attrs
         vid = attrs.get("variant")
@@ -481,23 +483,31 @@ class Search:
         were created (those not excluded), and a candidate is measured by whoever holds its first
         trial. Creation order is the storage's trial id: trial numbers can tie or swap when
         processes create trials at the same moment."""
-        earlier = [t for t in self.study.get_trials(deepcopy=False)
-                   if t._trial_id < trial_id and t.user_attrs.get("status") not in NOT_COUNTED]
-        if len(earlier) >= self.s.n_trials:
-            return Status.OVER_BUDGET
+        while True:
+            earlier = [t for t in self.study.get_trials(deepcopy=False)
+                       if t._trial_id < trial_id and t.user_attrs.get("status") not in NOT_COUNTED]
+            if len(earlier) < self.s.n_trials:
+                break
+            running = sum(t.state == TrialState.RUNNING for t in earlier)
+            if len(earlier) - running >= self.s.n_trials or not running:
+                return Status.OVER_BUDGET
+            # an earlier trial still measuring may yet be cut (its evaluator dies): wait and see
+            self._heartbeat_id(trial_id)
+            time.sleep(min(self.s.heartbeat_s, 0.5))
+            self._reap()
         key = candidate_key(vid, params)
         if any(candidate_key(t.user_attrs.get("variant", ""), _fixed(t)) == key for t in earlier):
             return Status.DUPLICATE
         return None
 
-    def _heartbeat(self, trial: Trial) -> None:
-        self.study._storage.set_trial_system_attr(trial._trial_id, HEARTBEAT, time.time())
+    def _heartbeat_id(self, trial_id: int) -> None:
+        self.study._storage.set_trial_system_attr(trial_id, HEARTBEAT, time.time())
 
     def _beat(self, trial: Trial, stop: threading.Event) -> None:
         """While measuring: tell other processes this trial is alive (see ``_reap``). A system
         attribute rather than Optuna's heartbeat, which only RDB storages have."""
         while not stop.wait(self.s.heartbeat_s):
-            self._heartbeat(trial)
+            self._heartbeat_id(trial._trial_id)
 
     def _reap(self) -> int:
         """Re-queue RUNNING trials whose evaluator stopped beating (killed, machine lost)."""

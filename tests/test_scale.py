@@ -16,6 +16,7 @@ import optuna
 from openai_server import OpenAIServer, Reply, kernel_answer
 from optuna.trial import TrialState
 
+from evolve.measurement import NOT_COUNTED
 from evolve.paths import ROOT
 from evolve.search import counts_toward_budget
 
@@ -121,6 +122,9 @@ def test_workers_start_one_evaluator_per_gpu(in_tmp: Path, postgres_url: str) ->
     assert out.returncode == 0, out.stderr[-3000:]
     n, workers = _counted_by_worker(postgres_url, "w")
     assert n == 12 and len(workers) == 2
+    trials = optuna.load_study(study_name="w", storage=optuna.storages.RDBStorage(postgres_url)).trials
+    idle = [t.user_attrs.get("status") for t in trials if t.user_attrs.get("status") in NOT_COUNTED]
+    assert len(idle) <= 2, f"an evaluator near the end waits rather than making trials it cannot use: {idle}"
     assert "best" in out.stdout and (in_tmp / "runs/w/best.json").is_file()
 
 

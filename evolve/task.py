@@ -229,3 +229,16 @@ def _resolve_reference(task: str, ref: str) -> Callable[..., dict[str, Any]]:
             f"task {task}: reference {ref!r} not found (a name in evolve.references or module:function)"
         ) from None
     return obj
+
+
+def builtin_task(name: str) -> Task:
+    """A task of ``conf/task/`` by name, outside a Hydra app (benchmarks, tools)."""
+    import yaml
+
+    from evolve.paths import CONF_DIR
+
+    path = CONF_DIR / "task" / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in path.parent.glob("*.yaml")))
+        raise EvolveError(f"unknown task {name!r}; built-in tasks: {known}")
+    return load_task(yaml.safe_load(path.read_text()))

@@ -24,7 +24,7 @@ from cupy_backends.cuda.api import driver, runtime
 
 from evolve.compiler import CompileError, SourceRejected, compile_cuda, first_error
 from evolve.correctness import compare_all
-from evolve.errors import SpecError
+from evolve.errors import EvolveError, SpecError
 from evolve.hardware import Hardware
 from evolve.measurement import Measurement, Status, TimingStats
 from evolve.plan import Plan, make_plan
@@ -171,6 +171,23 @@ class GpuEvaluator:
             status=Status.OK, timings=timings, resources=resources, compile_s=compiled_s,
             check_s=check_s, time_s=time.perf_counter() - t0, log=log,
         )
+
+    def launcher(self, source: str, tunables: Mapping[str, int], sizes: dict[str, int],
+                 buffers: Mapping[str, Any]) -> Callable[[], None]:
+        """One call of a kernel on the caller's buffers, for a benchmark that times it side by
+        side with other implementations (trusted kernels only: this runs in the caller)."""
+        try:
+            variant = Variant.parse(source)
+            variant.spec.check(tunables)
+            plan = self._plans(variant, tunables, [sizes])[size_label(sizes)]
+            compiled = compile_cuda(source, {**tunables, **dict(self.task.defines)}, self.hw.arch)
+            fns = self._load(compiled.cubin, variant, {"": plan})
+        except (SpecError, CompileError) as exc:
+            raise EvolveError(str(exc).splitlines()[0]) from None
+        except _Fail as f:
+            raise EvolveError(f.reason) from None
+        bufs = {**buffers, **self._scratch(plan)}
+        return lambda: self._run(fns, plan, bufs)
 
     def ceilings(self, nbytes: int = 1 << 32, samples: int = 20) -> dict[str, float]:
         """Bandwidths in bytes/s: a device-to-device copy (bytes read + written) and a

@@ -1,0 +1,3 @@
+from evolve.bench.app import main
+
+main()

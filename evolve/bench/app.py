@@ -1,0 +1,149 @@
+"""The ``evolve-bench`` command (Hydra app, configuration in ``conf/bench/``): kernel speed
+against PyTorch, torch.compile and CuPy/cuBLAS; search efficiency against Kernel Tuner on
+recorded spaces; evaluator throughput. Writes results.json, results.md and PNG plots."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import hydra
+import optuna
+from omegaconf import DictConfig, OmegaConf
+
+from evolve import __version__
+from evolve.bench import report
+from evolve.bench.throughput import Throughput
+from evolve.bench.timer import TimerSettings
+from evolve.errors import EvolveError
+from evolve.paths import CONF_DIR
+
+log = logging.getLogger("evolve.bench")
+SECTIONS = ("speed", "efficiency", "throughput")
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    c: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    unknown = set(c["sections"]) - set(SECTIONS)
+    if unknown:
+        raise EvolveError(f"unknown bench section(s) {sorted(unknown)}; choose from {list(SECTIONS)}")
+    out = Path(c["out"])
+    gpu = bool({"speed", "throughput"} & set(c["sections"]))
+    results: dict[str, Any] = {"date": dt.date.today().isoformat(), "preset": c.get("preset"),
+                               "tool": f"cuda-evolve {__version__}", "config": c,
+                               "environment": _environment(gpu)}
+    try:
+        if "speed" in c["sections"]:
+            results["speed"] = _speed(c, out)
+            report.write(results, out)
+        if "efficiency" in c["sections"]:
+            results["efficiency"] = _efficiency(c["efficiency"], out)
+            report.write(results, out)
+        if "throughput" in c["sections"]:
+            results["throughput"] = _throughput(c, out, results.get("speed"))
+    finally:  # what was measured so far is kept, whatever stops the bench
+        report.write(results, out)
+    for line in report.targets(results):
+        print(line)
+    print(f"results: {out}/results.md, results.json, *.png")
+    return results
+
+
+def _speed(c: dict[str, Any], out: Path) -> dict[str, Any]:
+    from evolve.bench.speed import kernel_speed
+
+    s = c["speed"]
+    return kernel_speed(list(s["tasks"]), out, _hardware(), int(s["budget"]), str(s["sampler"]),
+                        s.get("compile_mode"), TimerSettings(**s["timer"]), list(s.get("overrides") or []))
+
+
+def _efficiency(e: dict[str, Any], out: Path) -> dict[str, Any]:
+    from evolve.bench import efficiency
+
+    spaces, results = {}, {}
+    for name in e["spaces"]:
+        task, variant = name.split("/")
+        log.info("efficiency: %s: %d seeds x %d evaluations per method", name, e["seeds"], e["budget"])
+        space = efficiency.RecordedSpace.load(e["hardware"], task, variant)
+        spaces[name] = efficiency.compare(space, list(e["ours"]), list(e["theirs"]), int(e["budget"]),
+                                          int(e["seeds"]), out / "kernel_tuner")
+        results[name] = spaces[name]
+    efficiency.plot(results, out / "efficiency.png")
+    return {"spaces": spaces, "table": efficiency.table(results)}
+
+
+def _throughput(c: dict[str, Any], out: Path, speed: dict[str, Any] | None) -> dict[str, Any]:
+    from evolve.bench.versus import evolve_rate, kernel_tuner_rate
+
+    t = c["throughput"]
+    res: dict[str, Any] = {}
+    if speed:
+        res["mix"] = _mix([s["search"]["throughput"] for s in speed.values()])
+    task, variant = t["space"].split("/")
+    n = int(t["candidates"])
+    vs: dict[str, Any] = {"space": t["space"], "candidates": n}
+    log.info("throughput: cuda-evolve on %s, %d candidates", t["space"], n)
+    vs["cuda-evolve"] = evolve_rate(task, variant, n, out)
+    if t.get("kernel_tuner"):
+        log.info("throughput: Kernel Tuner on %s, %d candidates", t["space"], n)
+        try:
+            vs["kernel_tuner"] = kernel_tuner_rate(task, variant, n, seed=0)
+        except ImportError:
+            vs["kernel_tuner"] = "not installed (pip install -e '.[bench]')"
+    res["versus"] = vs
+    return res
+
+
+def _mix(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sum of several runs' throughputs, each run on one GPU."""
+    fields = ("candidates", "wall_s", "compile_s", "check_s", "timing_s", "storage_s", "other_s")
+    total = Throughput(**{k: type(parts[0][k])(sum(p[k] for p in parts)) for k in fields}, workers=1)
+    return total.to_dict()
+
+
+def _hardware() -> Any:
+    """This GPU, its bandwidth ceilings measured now (in a worker, as the search does)."""
+    from evolve.backends import create_backend
+    from evolve.hardware import Hardware
+    from evolve.task import builtin_task
+
+    backend = create_backend({"name": "cupy", "device": 0, "timing": {}})
+    try:
+        hw = backend.start(builtin_task("vector_add"), None)
+        return Hardware.from_dict({**hw.to_dict(), **backend.measure_ceilings()})
+    finally:
+        backend.close()
+
+
+def _environment(gpu: bool) -> dict[str, str]:
+    env = {"python": platform.python_version()}
+    for mod in ("torch", "cupy", "kernel_tuner", "optuna"):
+        with contextlib.suppress(ImportError):
+            env[mod] = __import__(mod).__version__
+    if gpu:
+        import subprocess
+
+        q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True)
+        if q.returncode == 0 and q.stdout.strip():
+            env["gpu"], env["driver"] = (x.strip() for x in q.stdout.splitlines()[0].split(","))
+    return env
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR / "bench"), config_name="bench")
+def _app(cfg: DictConfig) -> None:
+    try:
+        run(cfg)
+    except EvolveError as exc:
+        print(f"evolve-bench: {exc}".splitlines()[0], file=sys.stderr)
+        sys.exit(2)
+
+
+def main() -> None:
+    _app()

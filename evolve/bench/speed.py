@@ -1,0 +1,129 @@
+"""Kernel speed per built-in task: cuda-evolve's search under a stated budget, run as a user
+runs it, then its best kernel, the seeds at their defaults and the peers checked against the
+float64 reference and timed side by side in one process with one protocol."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from evolve.bench.peers import cupy_peers, torch_peers
+from evolve.bench.throughput import throughput
+from evolve.bench.timer import TimerSettings, time_side_by_side
+from evolve.errors import EvolveError
+from evolve.hardware import Hardware
+from evolve.task import Task, builtin_task, size_label
+
+log = logging.getLogger(__name__)
+
+
+def run_search(task: str, out: Path, budget: int, sampler: str, overrides: list[str],
+               name: str | None = None) -> dict[str, Any]:
+    """``evolve`` as a subprocess (no LLM: the bench measures the tuner, reproducibly), into the
+    bench's own storage; returns best.json, the wall time and the run's throughput."""
+    name = name or f"{task}-{sampler}-{budget}"
+    out.mkdir(parents=True, exist_ok=True)
+    run_dir = out / "runs" / name
+    storage = f"sqlite:///{out}/bench.db"
+    cmd = [sys.executable, "-m", "evolve", f"task={task}", "llm=none", f"search.n_trials={budget}",
+           f"search.sampler={sampler}", "search.seed=0", "search.progress=false",
+           f"storage.url={storage}", f"storage.artifacts={out}/artifacts",
+           f"run.name={name}", f"run.dir={run_dir}", *overrides]
+    t0 = time.perf_counter()
+    with open(out / f"search-{name}.log", "w") as logf:
+        rc = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT, env=os.environ.copy()).returncode
+    wall = time.perf_counter() - t0
+    if rc != 0 or not (run_dir / "best.json").is_file():
+        raise EvolveError(f"the search on {task} failed (exit {rc}); see {out}/search-{name}.log")
+    study = optuna.load_study(study_name=name, storage=storage)
+    return {"best": json.loads((run_dir / "best.json").read_text()), "wall_s": wall,
+            "throughput": throughput(study.get_trials(deepcopy=False))}
+
+
+def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_mode: str | None,
+                 timer: TimerSettings) -> dict[str, Any]:
+    """Every implementation of the task at its timing size on the same inputs: checked, then
+    timed interleaved. Rows carry time, IQR, throughput and the fraction of the ceilings."""
+    import cupy as cp
+
+    from evolve.backends.gpu import GpuEvaluator, TimingSettings
+    from evolve.correctness import compare_all
+
+    sizes = task.timing_sizes[0]
+    inputs = task.make_inputs(cp, sizes, seed=20261129)
+    refs = task.expected(cp, inputs, sizes)
+    outputs = {a.name: cp.empty(task.shape(a, sizes), a.dtype) for a in task.outputs}
+    arrays = {**inputs, **outputs}
+    ev = GpuEvaluator(task, hw, TimingSettings(), secret=int.from_bytes(os.urandom(8), "little") >> 1)
+
+    impls: dict[str, tuple[str, Any]] = {}
+    seeds = {v.id: v for v in task.seeds()}
+    for v in seeds.values():
+        impls[f"seed {v.name} (defaults)"] = ("seed", ev.launcher(v.source, v.spec.default, sizes, arrays))
+    found = seeds.get(best["variant"]["id"])
+    if found is None:
+        raise EvolveError("the bench times seeds and their tunings only; the best kernel is not a seed")
+    tun = {k: int(v) for k, v in best["tunables"].items()}
+    found_name = f"cuda-evolve: {found.name} " + " ".join(f"{k}={v}" for k, v in tun.items())
+    impls[found_name] = ("found", ev.launcher(found.source, tun, sizes, arrays))
+    for name, fn in {**torch_peers(task.name, arrays, compile_mode), **cupy_peers(task.name, arrays)}.items():
+        impls[name] = ("peer", fn)
+
+    rows, timed = [], {}
+    for name, (kind, fn) in impls.items():
+        for o in outputs.values():
+            o.fill(float("nan"))
+        try:
+            got = fn()
+            cp.cuda.Device().synchronize()
+            made = outputs if got is None else {
+                task.outputs[0].name: cp.from_dlpack(got).reshape(task.shape(task.outputs[0], sizes))}
+            reason = compare_all(cp, task, made, refs)
+        except Exception as exc:  # a peer that cannot run this task is reported, not fatal
+            reason = f"failed: {str(exc).splitlines()[0]}"
+        rows.append({"name": name, "kind": kind, "correct": reason is None, "error": reason})
+        if reason is None:
+            timed[name] = fn
+        else:
+            log.warning("%s on %s: %s", name, task.name, reason)
+    stats = time_side_by_side(timed, hw.l2_bytes, timer)
+    nbytes, flops = task.bytes(sizes), task.flops(sizes)
+    for r in rows:
+        st = stats.get(r["name"])
+        if st is None:
+            continue
+        t = st.median_s
+        r.update(ms=t * 1e3, iqr_ms=st.iqr_s * 1e3, samples=st.n, gbps=nbytes / t / 1e9,
+                 tflops=flops / t / 1e12, pct_ceiling=100 * nbytes / t / hw.bandwidth_ceiling,
+                 pct_copy=100 * nbytes / t / hw.copy_bandwidth_bps if hw.copy_bandwidth_bps else None,
+                 pct_fp32_peak=100 * flops / t / hw.peak_fp32_flops if hw.peak_fp32_flops else None)
+    t_found = stats[found_name].median_s if found_name in stats else None
+    speedups = {r["name"]: stats[r["name"]].median_s / t_found
+                for r in rows if r["kind"] != "found" and r["name"] in stats and t_found}
+    return {"task": task.name, "size": size_label(sizes), "bytes": nbytes, "flops": flops,
+            "found": found_name, "rows": rows, "speedup_of_found": speedups}
+
+
+def kernel_speed(tasks: list[str], out: Path, hw: Hardware, budget: int, sampler: str,
+                 compile_mode: str | None, timer: TimerSettings, overrides: list[str]) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for name in tasks:
+        log.info("speed: %s: searching (%d trials, %s)", name, budget, sampler)
+        found = run_search(name, out, budget, sampler, overrides)
+        log.info("speed: %s: %s", name, found["throughput"].line())
+        task = builtin_task(name)
+        log.info("speed: %s: timing side by side", name)
+        results[name] = {**side_by_side(task, hw, found["best"], compile_mode, timer),
+                         "search": {"budget": budget, "sampler": sampler, "wall_s": found["wall_s"],
+                                    "best_ms_in_search": found["best"]["time_ms"],
+                                    "throughput": found["throughput"].to_dict()}}
+    return results
+

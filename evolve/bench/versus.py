@@ -1,0 +1,77 @@
+"""Evaluator throughput head to head with Kernel Tuner on the GPU: the same kernel, the same
+search space, the same number of candidates drawn at random, correctness checked on both sides
+(Kernel Tuner: its ``answer`` at the timing size; cuda-evolve: its full protocol — every
+correctness size, guard zones, a checked call in every timed batch). Compile caches start cold
+on both sides. Only kernels launched as one 2-D grid over (N, M) tiles are supported: the sgemm
+seeds."""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from evolve.bench.speed import run_search
+from evolve.errors import EvolveError
+from evolve.task import builtin_task
+
+
+def kernel_tuner_rate(task_name: str, variant_name: str, budget: int, seed: int) -> dict[str, Any]:
+    """Kernel Tuner's ``tune_kernel`` (random_sample, ``max_fevals=budget``) on the GPU."""
+    import cupy as cp
+    import numpy as np
+    from kernel_tuner import tune_kernel
+
+    task = builtin_task(task_name)
+    variant = next((v for v in task.seeds() if v.name == variant_name), None)
+    if variant is None or task_name != "sgemm":
+        raise EvolveError(f"the head-to-head supports the sgemm seeds, not {task_name}/{variant_name}")
+    spec, sizes = variant.spec, task.timing_sizes[0]
+    inputs = task.make_inputs(cp, sizes, seed)
+    ref = task.expected(cp, inputs, sizes)["c"].astype(cp.float32).get()
+    a, b = (inputs[k].get() for k in ("a", "b"))
+    m, n, k = (np.int32(sizes[x]) for x in "MNK")
+    args = [a, b, np.zeros_like(ref), m, n, k]
+    params = {t.name: list(t.values) for t in spec.tunables}
+    threads = sorted({(c["BM"] // c["TM"]) * (c["BN"] // c["TN"]) for c in spec.space()})
+    params["block_size_x"] = threads
+
+    def valid(p: dict[str, int]) -> bool:
+        cfg = {t.name: p[t.name] for t in spec.tunables}
+        return spec.is_valid(cfg) and p["block_size_x"] == (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
+
+    np.random.seed(seed)
+    random.seed(seed)
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["CUPY_CACHE_DIR"] = cache  # cold, as ours
+        t0 = time.perf_counter()
+        results, _ = tune_kernel(
+            spec.launches[0].kernel, variant.source, (int(n), int(m)), args, params,
+            grid_div_x=["BN"], grid_div_y=["BM"], restrictions=valid, lang="cupy",
+            answer=[None, None, ref, None, None, None], atol=1e-2,
+            strategy="random_sample", strategy_options={"max_fevals": budget},
+            compiler_options=["--std=c++17"], quiet=True,
+        )
+        wall = time.perf_counter() - t0
+    ok = [r for r in results if isinstance(r.get("time"), float)]
+    return {"candidates": len(results), "correct": len(ok), "wall_s": wall,
+            "per_min": 60 * len(results) / wall, "best_ms": min((r["time"] for r in ok), default=None)}
+
+
+def evolve_rate(task_name: str, variant_name: str, budget: int, out: Path) -> dict[str, Any]:
+    """cuda-evolve on the same space: a fresh process, random sampling, cold compile cache."""
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["EVOLVE_CACHE_DIR"] = cache
+        try:
+            found = run_search(task_name, out, budget, "random", [
+                f"task.seeds=[{task_name}/{variant_name}.cu]", "search.verify=false",
+            ], name=f"{task_name}-{variant_name}-versus")
+        finally:
+            del os.environ["EVOLVE_CACHE_DIR"]
+    tp = found["throughput"]
+    return {"candidates": tp.candidates, "wall_s": found["wall_s"],
+            "per_min": 60 * tp.candidates / found["wall_s"], "per_min_in_search": tp.per_min,
+            "shares": tp.shares(), "best_ms": found["best"]["time_ms"]}

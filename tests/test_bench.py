@@ -1,0 +1,94 @@
+"""The bench's own logic on this CPU machine: throughput read off real runs (replay backend,
+real SQLite), the search it runs as a user would, the targets, tables and plots it writes.
+The GPU sections themselves run on the GPU machine (evolve-bench there)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from evolve.bench import report
+from evolve.bench.app import _mix
+from evolve.bench.speed import run_search
+from evolve.bench.throughput import throughput
+from evolve.paths import ROOT
+
+REPLAY = ["backend=replay", "hardware=h200"]
+
+
+def test_run_search_returns_the_best_kernel_and_its_throughput(tmp_path: Path) -> None:
+    found = run_search("transpose", tmp_path, 12, "tpe", REPLAY)
+    tp = found["throughput"]
+    assert tp.candidates == 12 and tp.workers == 1 and tp.per_min > 0
+    assert found["best"]["task"] == "transpose" and found["best"]["variant"]["name"] in ("naive", "tiled")
+    study = optuna.load_study(study_name="transpose-tpe-12", storage=f"sqlite:///{tmp_path}/bench.db")
+    assert found["best"]["time_ms"] == pytest.approx(min(t.value for t in study.trials if t.value is not None))
+    assert tp.compile_s > 0 and tp.timing_s > 0  # read off the trials' attributes
+    mix = _mix([tp.to_dict(), tp.to_dict()])
+    assert mix["candidates"] == 24 and mix["per_min"] == pytest.approx(tp.per_min)
+
+
+def test_a_failed_search_names_its_log(tmp_path: Path) -> None:
+    from evolve.errors import EvolveError
+
+    with pytest.raises(EvolveError, match=r"search-.*\.log"):
+        run_search("transpose", tmp_path, 5, "no-such-sampler", REPLAY)
+
+
+def test_throughput_skips_trials_that_measured_nothing(tmp_path: Path) -> None:
+    found = run_search("softmax", tmp_path, 6, "random", REPLAY)
+    study = optuna.load_study(study_name="softmax-random-6", storage=f"sqlite:///{tmp_path}/bench.db")
+    trial = study.ask()
+    trial.set_user_attr("status", "over_budget")
+    trial.set_user_attr("eval_s", 0.0)
+    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    assert throughput(study.get_trials()).candidates == found["throughput"].candidates == 6
+
+
+def _row(name: str, kind: str, ms: float, pct_copy: float) -> dict[str, Any]:
+    return {"name": name, "kind": kind, "correct": True, "error": None, "ms": ms, "iqr_ms": 0.01,
+            "gbps": 1.0, "tflops": 0.0, "pct_ceiling": pct_copy, "pct_copy": pct_copy}
+
+
+def _speed(found_ms: float, torch_ms: float, pct: float) -> dict[str, Any]:
+    rows = [_row("seed a (defaults)", "seed", 2.0, 50.0), _row("cuda-evolve: a X=1", "found", found_ms, pct),
+            _row("torch", "peer", torch_ms, 90.0)]
+    return {"softmax": {"size": "rows=1", "found": "cuda-evolve: a X=1", "rows": rows,
+                        "speedup_of_found": {r["name"]: r["ms"] / found_ms for r in rows if r["kind"] != "found"},
+                        "search": {"budget": 5, "sampler": "tpe", "wall_s": 3.0}}}
+
+
+@pytest.mark.parametrize(("found_ms", "torch_ms", "pct", "verdict"), [
+    (1.0, 1.1, 92.0, "met"), (1.0, 0.9, 92.0, "NOT MET"), (1.0, 1.1, 85.0, "NOT MET")])
+def test_memory_bound_target_needs_the_bandwidth_and_the_torch_peers(
+        found_ms: float, torch_ms: float, pct: float, verdict: str) -> None:
+    lines = report.targets({"speed": _speed(found_ms, torch_ms, pct)})
+    assert len(lines) == 1 and lines[0].endswith(f"— {verdict}"), lines
+    assert "torch.compile not timed" in lines[0]
+
+
+def test_report_writes_tables_and_plots(tmp_path: Path) -> None:
+    tp = {"candidates": 10, "per_min": 50.0, "shares": {"compile": 0.5, "timing": 0.5}}
+    results = {"date": "2026-11-29", "preset": "quick", "environment": {"gpu": "X"},
+               "speed": _speed(1.0, 1.2, 95.0),
+               "throughput": {"mix": tp, "versus": {
+                   "space": "sgemm/vectorized", "candidates": 10,
+                   "cuda-evolve": {"candidates": 10, "wall_s": 10.0, "per_min": 60.0, "best_ms": 3.0},
+                   "kernel_tuner": {"candidates": 10, "wall_s": 40.0, "per_min": 15.0, "best_ms": 3.1}}}}
+    report.write(results, tmp_path)
+    md = (tmp_path / "results.md").read_text()
+    assert "| cuda-evolve: a X=1 | 1.0000 |" in md and "| torch | 1.2000 |" in md
+    assert "4.00x Kernel Tuner's candidates per minute (>= 2) — met" in md
+    for png in ("speed.png", "throughput.png"):
+        assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bench_refuses_an_unknown_section(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "evolve.bench", "sections=[speed,bogus]", f"out={tmp_path}"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 2 and "unknown bench section" in out.stderr

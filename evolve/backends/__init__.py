@@ -24,6 +24,9 @@ class Backend(Protocol):
                  sizes: list[dict[str, int]]) -> Measurement:
         """Check and time one candidate at the given timing sizes."""
 
+    def prefetch(self, variant: Variant, tunables: Mapping[str, int]) -> None:
+        """A hint: this candidate comes soon (compile it ahead, if the backend can)."""
+
     def ceiling_key(self) -> str:
         """Identifies the device for the cached bandwidth ceilings."""
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Mapping
 from typing import Any
 
+from evolve.backends.ahead import CompileAhead
 from evolve.backends.worker import STARTUP_TIMEOUT_S, Worker, WorkerDied, WorkerTimeout
 from evolve.hardware import Hardware, check_device, from_device
 from evolve.measurement import Measurement, Status
@@ -19,6 +21,11 @@ class CupyBackend:
         self.compile_timeout_s = float(cfg.get("compile_timeout_s", 60))
         self.settings = dict(cfg.get("timing") or {})
         self.worker = Worker(int(cfg.get("device", 0)))
+        n = cfg.get("compile_ahead", "auto")
+        n = min(4, max(0, (os.cpu_count() or 1) - 2)) if n == "auto" else int(n)
+        self.ahead = CompileAhead(n, self.compile_timeout_s) if n > 0 else None
+        self._defines: dict[str, Any] = {}
+        self._arch = ""
 
     def start(self, task: Task, target: Hardware | None) -> Hardware:
         props = self.worker.start()
@@ -29,7 +36,12 @@ class CupyBackend:
             "settings": self.settings, "secret": secrets.randbits(62),
         }
         self.worker.call("init", self.worker.init, STARTUP_TIMEOUT_S)
+        self._defines, self._arch = dict(task.defines), hw.arch
         return hw
+
+    def prefetch(self, variant: Variant, tunables: Mapping[str, int]) -> None:
+        if self.ahead is not None and self._arch:
+            self.ahead.submit(variant.source, {**tunables, **self._defines}, self._arch)
 
     def evaluate(self, variant: Variant, tunables: Mapping[str, int],
                  sizes: list[dict[str, int]]) -> Measurement:
@@ -57,4 +69,6 @@ class CupyBackend:
         return dict(self.worker.call("ceilings", None, STARTUP_TIMEOUT_S))
 
     def close(self) -> None:
+        if self.ahead is not None:
+            self.ahead.close()
         self.worker.close()

@@ -61,6 +61,9 @@ class ReplayBackend:
             )
         return m
 
+    def prefetch(self, variant: Variant, tunables: Mapping[str, int]) -> None:
+        pass  # nothing to compile
+
     def ceiling_key(self) -> str:
         return f"replay|{self.hardware.name}"
 

@@ -27,6 +27,16 @@ def _secret(name: str) -> bool:
     return name in SCRUBBED_ENV or bool(_SECRET_NAME.search(name))
 
 
+def start_without_secrets(proc: Any) -> None:
+    """Start a ``spawn`` process that never sees API keys or database passwords."""
+    with _spawn_lock:
+        saved = {k: os.environ.pop(k) for k in list(os.environ) if _secret(k)}
+        try:
+            proc.start()
+        finally:
+            os.environ.update(saved)
+
+
 def serve(conn: Connection, device: int) -> None:
     """Worker main loop: answer requests until told to stop or the context is poisoned."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the search process's to handle
@@ -110,12 +120,7 @@ class Worker:
         self._proc = self._ctx.Process(
             target=serve, args=(child, self.device), daemon=True, name=f"evolve-gpu{self.device}"
         )
-        with _spawn_lock:  # the worker never sees API keys or database passwords
-            saved = {k: os.environ.pop(k) for k in list(os.environ) if _secret(k)}
-            try:
-                self._proc.start()
-            finally:
-                os.environ.update(saved)
+        start_without_secrets(self._proc)
         child.close()
         self._conn = parent
         try:

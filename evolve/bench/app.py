@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import logging
 import platform
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +37,18 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         raise EvolveError(f"unknown bench section(s) {sorted(unknown)}; choose from {list(SECTIONS)}")
     out = Path(c["out"])
     gpu = bool({"speed", "throughput"} & set(c["sections"]))
-    results: dict[str, Any] = {"date": dt.date.today().isoformat(), "preset": c.get("preset"),
-                               "tool": f"cuda-evolve {__version__}", "config": c,
-                               "environment": _environment(gpu)}
+    previous = out / "results.json"  # sections measured earlier into the same folder are kept
+    results: dict[str, Any] = json.loads(previous.read_text()) if previous.is_file() else {}
+    results.update({"date": dt.date.today().isoformat(), "preset": c.get("preset"),
+                    "tool": f"cuda-evolve {__version__}",
+                    "environment": {**results.get("environment", {}), **_environment(gpu)}})
+    results.setdefault("config", {}).update({k: c[k] for k in c["sections"]})
     try:
         if "speed" in c["sections"]:
-            results["speed"] = _speed(c, out)
-            report.write(results, out)
+            results["speed"] = {}
+            for task, res in _speed(c, out):
+                results["speed"][task] = res
+                report.write(results, out)
         if "efficiency" in c["sections"]:
             results["efficiency"] = _efficiency(c["efficiency"], out)
             report.write(results, out)
@@ -55,11 +62,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     return results
 
 
-def _speed(c: dict[str, Any], out: Path) -> dict[str, Any]:
+def _speed(c: dict[str, Any], out: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     from evolve.bench.speed import kernel_speed
 
     s = c["speed"]
-    return kernel_speed(list(s["tasks"]), out, _hardware(), int(s["budget"]), str(s["sampler"]),
+    yield from kernel_speed(list(s["tasks"]), out, _hardware(), int(s["budget"]), str(s["sampler"]),
                         s.get("compile_mode"), TimerSettings(**s["timer"]), list(s.get("overrides") or []))
 
 

@@ -151,12 +151,14 @@ def run_kernel_tuner(space: RecordedSpace, strategy: str, budget: int, seed: int
     configuration once and serves repeats from its cache for free, so repeats are dropped here."""
     import kernel_tuner
 
+    workdir.mkdir(parents=True, exist_ok=True)
     # one file per process: parallel runs must not read a file another is rewriting
     cache = write_cache(space, workdir / f"{space.hardware}-{space.task}-{space.variant}-{os.getpid()}.json")
     random.seed(seed)
     np.random.seed(seed)
-    # brute_force takes no options: it walks the whole space, cut to the budget below
-    options = None if strategy == "brute_force" else {"max_fevals": budget}
+    options = {"max_fevals": budget, **_fit_population(strategy, space)}
+    if strategy == "brute_force":  # takes no options: it walks the whole space, cut to the budget below
+        options = {}
     with warnings.catch_warnings(), _seeded_latin_hypercube():
         warnings.simplefilter("ignore")
         results, _ = kernel_tuner.tune_kernel(
@@ -171,6 +173,19 @@ def run_kernel_tuner(space: RecordedSpace, strategy: str, budget: int, seed: int
             seen.add(key)
             values.append(None if "__error__" in r else float(r["time"]))
     return values[:budget]
+
+
+def _fit_population(strategy: str, space: RecordedSpace) -> dict[str, Any]:
+    """Kernel Tuner's default first populations can exceed a small space (bayes_opt: 20, diff_evo:
+    16 per tunable, firefly_algorithm: 20), and it then fails (a ValueError, an IndexError); its
+    Latin hypercube sample is at most half the space, so shrink them to that. Defaults that fit stay."""
+    half = space.size // 2
+    dims = sum(len(t.values) > 1 for t in space.spec.tunables)
+    if strategy in ("bayes_opt", "firefly_algorithm") and half < 20:
+        return {"popsize": max(half, 1)}
+    if strategy == "diff_evo" and half < 16 * dims:
+        return {"popsize": max(half, 1), "popsize_times_dimensions": False}
+    return {}
 
 
 def _kernel_name(space: RecordedSpace) -> str:
@@ -239,7 +254,7 @@ def summarize(runs: list[Values], optimum: float, budget: int) -> dict[str, Any]
     reached = [evals_to_reach(v[:budget], optimum) for v in runs]
     return {
         "mean": mean.tolist(), "low": low.tolist(), "high": high.tolist(),
-        "evals_to_95": float(np.median([budget + 1 if n is None else n for n in reached])),
+        "median_evals_to_95": float(np.median([budget + 1 if n is None else n for n in reached])),
         "reached": sum(n is not None for n in reached) / len(runs),
         "final": float(mean[-1]),
         "evaluations": float(np.mean([len(v) for v in runs])),
@@ -251,12 +266,13 @@ def summarize(runs: list[Values], optimum: float, budget: int) -> dict[str, Any]
 
 def compare(space: RecordedSpace, ours: list[str], theirs: list[str], budget: int, seeds: int,
             workdir: Path, jobs: int | None = None) -> dict[str, Any]:
-    """Every method on seeds 0..seeds-1, run in `jobs` processes (default: one per CPU), keyed by
-    the space's label so results of several spaces merge with ``|``. A method that fails is
-    reported with its error instead of a curve; its ``wall_s`` sums its runs' own times."""
+    """Every method on seeds 0..seeds-1, run in `jobs` processes (default: one per CPU). A method
+    that fails is reported with its error instead of a curve; ``wall_s`` sums its runs' own times.
+    `plot` and `table` take these results by space label: ``{space.label: compare(space, ...)}``."""
     methods = [("cuda-evolve", s) for s in ours] + [("kernel_tuner", s) for s in theirs]
     out: dict[str, Any] = {}
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=spawn, initializer=_import_kernel_tuner) as pool:
         futures = {m: [pool.submit(_timed_run, *m, space, budget, seed, workdir) for seed in range(seeds)]
                    for m in methods}
         for (kind, method), runs in futures.items():
@@ -268,10 +284,16 @@ def compare(space: RecordedSpace, ours: list[str], theirs: list[str], budget: in
                 continue
             out[name] = summarize([v for v, _ in done], space.optimum, budget) | {
                 "wall_s": sum(s for _, s in done)}
-    return {space.label: {
+    return {
         "hardware": space.hardware, "task": space.task, "variant": space.variant, "size": space.size,
         "optimum_ms": space.optimum, "budget": budget, "seeds": seeds, "methods": out,
-    }}
+    }
+
+
+def _import_kernel_tuner() -> None:
+    """Once per worker (with scikit-learn, for bayes_opt), so that a run's time is its own."""
+    with contextlib.suppress(ImportError):
+        import kernel_tuner.strategies.bayes_opt  # noqa: F401
 
 
 def _timed_run(kind: str, method: str, space: RecordedSpace, budget: int, seed: int,
@@ -285,7 +307,7 @@ def _timed_run(kind: str, method: str, space: RecordedSpace, budget: int, seed: 
 
 
 def table(results: dict[str, Any]) -> str:
-    """Markdown, one table per space."""
+    """Markdown, one table per space (results by space label)."""
     parts = []
     for label, r in results.items():
         rows = [
@@ -300,7 +322,7 @@ def table(results: dict[str, Any]) -> str:
             if "error" in m:
                 rows.append(f"| {name} | failed: {m['error'].replace('|', '/')} | | | | {m['wall_s']:.1f} |")
                 continue
-            median = m["evals_to_95"]
+            median = m["median_evals_to_95"]
             shown = f"> {r['budget']}" if median > r["budget"] else f"{median:g}"
             rows.append(f"| {name} | {shown} | {m['reached']:.0%} | {m['final']:.1%} | "
                         f"{m['evaluations']:.0f} | {m['wall_s']:.1f} |")
@@ -309,7 +331,7 @@ def table(results: dict[str, Any]) -> str:
 
 
 def plot(results: dict[str, Any], path: Path) -> Path:
-    """One panel per space: mean best-found (% of optimum) with its band, per method."""
+    """One panel per space (results by space label): mean best-found, % of optimum, with its band."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -356,7 +378,7 @@ def main(argv: list[str] | None = None) -> None:
         for s in a.spaces:
             task, _, variant = s.partition("/")
             space = RecordedSpace.load(a.hardware, task, variant)
-            results |= compare(space, a.ours, a.theirs, a.budget, a.seeds, Path(work), a.jobs)
+            results[space.label] = compare(space, a.ours, a.theirs, a.budget, a.seeds, Path(work), a.jobs)
     (a.out / "efficiency.json").write_text(json.dumps(results, indent=1))
     (a.out / "efficiency.md").write_text(table(results))
     plot(results, a.out / "efficiency.png")

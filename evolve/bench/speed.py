@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -113,17 +114,15 @@ def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_mode: s
 
 
 def kernel_speed(tasks: list[str], out: Path, hw: Hardware, budget: int, sampler: str,
-                 compile_mode: str | None, timer: TimerSettings, overrides: list[str]) -> dict[str, Any]:
-    results: dict[str, Any] = {}
+                 compile_mode: str | None, timer: TimerSettings,
+                 overrides: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Task by task, so that the caller can keep what is done if the bench is cut short."""
     for name in tasks:
         log.info("speed: %s: searching (%d trials, %s)", name, budget, sampler)
         found = run_search(name, out, budget, sampler, overrides)
         log.info("speed: %s: %s", name, found["throughput"].line())
-        task = builtin_task(name)
         log.info("speed: %s: timing side by side", name)
-        results[name] = {**side_by_side(task, hw, found["best"], compile_mode, timer),
-                         "search": {"budget": budget, "sampler": sampler, "wall_s": found["wall_s"],
-                                    "best_ms_in_search": found["best"]["time_ms"],
-                                    "throughput": found["throughput"].to_dict()}}
-    return results
-
+        yield name, {**side_by_side(builtin_task(name), hw, found["best"], compile_mode, timer),
+                     "search": {"budget": budget, "sampler": sampler, "wall_s": found["wall_s"],
+                                "best_ms_in_search": found["best"]["time_ms"],
+                                "throughput": found["throughput"].to_dict()}}

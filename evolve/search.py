@@ -489,7 +489,7 @@ class Search:
             return
         with self.lock:
             if not self.waiting and self.used + self.running_elsewhere + 2 <= self.s.n_trials:
-                self._propose_tune()
+                self._propose_seed() or self._propose_tune()
 
     def _not_ours(self, trial_id: int, vid: str, params: Mapping[str, Any]) -> Status | None:
         """With several evaluators: the budget is the first ``n_trials`` trials in the order they

@@ -57,6 +57,16 @@ def test_run_spends_the_budget_and_exports(in_tmp: Path) -> None:
     assert len(keys) == 10, "no candidate is measured twice"
 
 
+def test_every_seed_is_measured_first_while_the_next_candidate_is_queued_ahead(in_tmp: Path) -> None:
+    """The search queues a candidate ahead (to compile it while the GPU measures); the seeds'
+    defaults still come first, in order."""
+    evolve("task=sgemm", "run.name=ahead", "search.n_trials=6", "search.seed=0")
+    trials = sorted(finished("ahead"), key=lambda t: t.number)
+    assert [t.user_attrs["operator"] for t in trials[:3]] == ["seed"] * 3
+    assert [t.user_attrs["variant_name"] for t in trials[:3]] == ["naive", "blocktiled", "vectorized"]
+    assert len(trials) == 6
+
+
 def test_resume_continues_to_the_same_total(in_tmp: Path) -> None:
     evolve("task=softmax", "run.name=r", "search.n_trials=4")
     first = {t.number: t.value for t in finished("r")}

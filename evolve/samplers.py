@@ -36,7 +36,7 @@ def make_sampler(name: str, seed: int | None) -> BaseSampler:
             case "gp":
                 return optuna.samplers.GPSampler(seed=seed, n_startup_trials=8)
             case "qmc":
-                return optuna.samplers.QMCSampler(seed=seed)
+                return optuna.samplers.QMCSampler(seed=seed, scramble=True)  # else every seed samples alike
             case _:
                 return _Exhaustive(seed=seed)
 

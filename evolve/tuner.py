@@ -3,9 +3,11 @@
 Each variant gets a private in-memory Optuna study driven by the configured sampler. Tunables
 are presented to it as ordinal indices into their sorted values, so TPE, CMA-ES and GP can
 exploit order (64 < 128 < 256). The run's study in storage stays the record; this one is only
-the sampler's view. Invalid configurations (restrictions) and repeats cost no budget: they
-are answered here and the sampler is asked again; when it keeps repeating itself, an unseen
-configuration is drawn at random, and an exhausted space is reported as such.
+the sampler's view. A proposal that breaks a restriction or repeats a measured configuration
+costs no budget: it is snapped to the nearest valid configuration not measured yet (in index
+space, as Kernel Tuner's constraint-aware strategies do), which is measured and fed back as a
+trial of its own, so the sampler keeps searching where it wanted to and learns from what was
+measured there. An exhausted space is reported as such.
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ from optuna.samplers import BaseSampler
 from optuna.trial import Trial, TrialState
 
 from evolve.spec import CandidateKey, LaunchSpec, candidate_key
-
-MAX_ASKS = 30
 
 
 class VariantTuner:
@@ -71,26 +71,31 @@ class VariantTuner:
         """A configuration not measured or pending yet, or None when the space is exhausted."""
         if self.exhausted:
             return None
-        for _ in range(MAX_ASKS):
-            trial = self.study.ask()
-            cfg = {
-                t.name: t.values[trial.suggest_int(t.name, 0, len(t.values) - 1)]
-                for t in self.spec.tunables
-            }
-            k = candidate_key(self.variant_id, cfg)
-            if not self.spec.is_valid(cfg):
-                self.study.tell(trial, state=TrialState.FAIL)
-            elif k in self.results:
-                self._tell(trial, self.results[k])
-            elif k in self.pending:
-                self.study.tell(trial, state=TrialState.FAIL)
-            else:
-                self.pending[k] = trial
-                return cfg
+        trial = self.study.ask()
+        cfg = {
+            t.name: t.values[trial.suggest_int(t.name, 0, len(t.values) - 1)]
+            for t in self.spec.tunables
+        }
+        if self.spec.is_valid(cfg) and not self.known(cfg):
+            self.pending[candidate_key(self.variant_id, cfg)] = trial
+            return cfg
+        k = candidate_key(self.variant_id, cfg)
+        if k in self.results:  # a repeat: the sampler learns the known value again
+            self._tell(trial, self.results[k])
+        else:
+            self.study.tell(trial, state=TrialState.FAIL)
+        near = self._nearest_unseen(cfg)
+        self.mark_pending(near)  # observed later as a trial of its own
+        return near
+
+    def _nearest_unseen(self, cfg: Mapping[str, int]) -> dict[str, int]:
+        """The valid, unmeasured configuration closest to ``cfg`` in index space (L1), ties
+        broken at random."""
+        want = self._indices(cfg)
         unseen = [c for c in self.space if not self.known(c)]
-        cfg = self._rng.choice(unseen)
-        self.mark_pending(cfg)
-        return cfg
+        dist = [sum(abs(i - want[n]) for n, i in self._indices(c).items()) for c in unseen]
+        best = min(dist)
+        return self._rng.choice([c for c, d in zip(unseen, dist, strict=True) if d == best])
 
     def _tell(self, trial: Trial, value: float | None) -> None:
         if value is None:

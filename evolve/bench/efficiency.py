@@ -13,14 +13,12 @@ optimum) against evaluations spent.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
 import multiprocessing
 import os
 import random
-import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -31,15 +29,13 @@ from typing import Any
 
 import numpy as np
 import optuna
-import yaml
 
 from evolve.errors import EvolveError
 from evolve.objective import Objective
-from evolve.paths import CONF_DIR
 from evolve.recording import Recording, builtin_path
 from evolve.samplers import make_sampler
 from evolve.spec import LaunchSpec, candidate_key
-from evolve.task import load_task
+from evolve.task import builtin_task
 from evolve.tuner import VariantTuner
 
 OURS = ("tpe", "random", "cmaes", "gp", "qmc")
@@ -84,11 +80,7 @@ class RecordedSpace:
     def load(cls, hardware: str, task: str, variant: str) -> RecordedSpace:
         """From the built-in recording; refuses a space the recording does not cover entirely,
         since a replayed search must be able to measure whatever it proposes."""
-        conf = CONF_DIR / "task" / f"{task}.yaml"
-        if not conf.is_file():
-            known = sorted(p.stem for p in conf.parent.glob("*.yaml"))
-            raise EvolveError(f"unknown task {task!r}; known: {', '.join(known)}")
-        t = load_task(yaml.safe_load(conf.read_text()))
+        t = builtin_task(task)
         seeds = {v.name: v for v in t.seeds()}
         if variant not in seeds:
             raise EvolveError(f"task {task} has no variant {variant!r}; its seeds: {', '.join(seeds)}")
@@ -356,35 +348,3 @@ def plot(results: dict[str, Any], path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(
-        prog="python -m evolve.bench.efficiency",
-        description="Best found vs evaluations: cuda-evolve's samplers against Kernel Tuner's strategies, "
-                    "replayed on recorded search spaces.")
-    p.add_argument("spaces", nargs="+", help="task/variant, e.g. sgemm/vectorized")
-    p.add_argument("--hardware", default="h200")
-    p.add_argument("--budget", type=int, default=100)
-    p.add_argument("--seeds", type=int, default=20)
-    p.add_argument("--ours", nargs="*", default=list(OURS))
-    p.add_argument("--theirs", nargs="*", default=list(THEIRS))
-    p.add_argument("--jobs", type=int, default=None, help="processes (default: one per CPU)")
-    p.add_argument("--out", type=Path, default=Path("runs/bench"))
-    a = p.parse_args(argv)
-    a.out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as work:
-        for s in a.spaces:
-            task, _, variant = s.partition("/")
-            space = RecordedSpace.load(a.hardware, task, variant)
-            results[space.label] = compare(space, a.ours, a.theirs, a.budget, a.seeds, Path(work), a.jobs)
-    (a.out / "efficiency.json").write_text(json.dumps(results, indent=1))
-    (a.out / "efficiency.md").write_text(table(results))
-    plot(results, a.out / "efficiency.png")
-    print(table(results), end="")
-    print(f"wrote {a.out}/efficiency.{{json,md,png}}")
-
-
-if __name__ == "__main__":
-    main()

@@ -115,7 +115,9 @@ def targets(r: dict[str, Any]) -> list[str]:
             theirs = {k: v for k, v in done.items() if k.startswith("kernel_tuner")}
             if not ours or not theirs:
                 continue
-            best_name, best = min(ours.items(), key=lambda kv: kv[1]["median_evals_to_95"])
+            # the default sampler (what a user gets), else the best of those compared
+            best_name, best = (("cuda-evolve:tpe", ours["cuda-evolve:tpe"]) if "cuda-evolve:tpe" in ours
+                               else min(ours.items(), key=lambda kv: kv[1]["median_evals_to_95"]))
             beaten = [k for k, v in theirs.items() if best["median_evals_to_95"] < v["median_evals_to_95"]]
             out.append(f"search on {space}: {best_name} reaches 95% of the optimum in a median of "
                        f"{best['median_evals_to_95']:g} evaluations; fewer than {len(beaten)} of "

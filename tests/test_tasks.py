@@ -30,7 +30,8 @@ def test_every_configuration_of_every_seed_plans_at_every_size(name: str) -> Non
     t = task(name)
     for v in t.seeds():
         space = v.spec.space()
-        assert 2 <= len(space) <= 200, f"{v.name}: {len(space)} configurations"
+        # small enough to measure whole (recordings for replay and the bench hold every one)
+        assert 2 <= len(space) <= 500, f"{v.name}: {len(space)} configurations"
         for cfg in space:
             for sizes in (*t.correctness_sizes, *t.timing_sizes):
                 plan = make_plan(v.spec, t, sizes, cfg, H200)

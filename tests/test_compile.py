@@ -126,3 +126,32 @@ def test_compile_ahead_fills_the_cache_and_kills_a_compile_bomb(tmp_path, monkey
     finally:
         ahead.close()
     assert os.environ["OPENAI_API_KEY"] == "sk-must-not-leak"  # restored after each spawn
+
+
+def test_waiting_on_compile_ahead_lets_a_started_compile_finish_and_drops_a_queued_one(
+        tmp_path, monkeypatch) -> None:
+    import time
+    from pathlib import Path
+
+    from evolve.backends.ahead import CompileAhead
+
+    _nvrtc_or_skip()
+    monkeypatch.setenv("EVOLVE_CACHE_DIR", str(tmp_path))
+    bomb = (Path(__file__).parent / "adversarial" / "compile_bomb_slow.cu").read_text()
+    add, red = task("vector_add").seeds()[1], task("reduce_sum").seeds()[1]
+    cubins = lambda: list(tmp_path.glob("cubin/*.cubin"))  # noqa: E731
+    ahead = CompileAhead(1, timeout_s=4.0)
+    try:
+        ahead.submit(add.source, add.spec.default, "sm_90")
+        deadline = time.monotonic() + 60
+        while not ahead._running and time.monotonic() < deadline:
+            time.sleep(0.01)
+        ahead.wait(add.source, add.spec.default, "sm_90")  # started: wait for it
+        assert len(cubins()) == 1
+        ahead.submit(bomb, {}, "sm_90")  # keeps the only helper busy until its time limit
+        ahead.submit(red.source, red.spec.default, "sm_90")
+        ahead.wait(red.source, red.spec.default, "sm_90")  # still queued: dropped, returns at once
+        time.sleep(6)
+        assert len(cubins()) == 1, "the dropped candidate was not compiled ahead"
+    finally:
+        ahead.close()

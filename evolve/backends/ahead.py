@@ -5,7 +5,9 @@ evaluation for large kernels (sgemm: ~60%), so this roughly doubles the candidat
 Helpers only compile (NVRTC; no device code runs), each in its own ``spawn``-ed process without
 API keys or passwords, and a compile that outlives the time limit is killed with its process.
 A failed or slow compile ahead costs nothing: the worker compiles the candidate itself and
-reports whatever error there is.
+reports whatever error there is. When the worker's turn comes while a helper is still compiling
+that candidate, the search waits for the helper (it has a head start) rather than compiling it a
+second time; a candidate still queued is dropped from the helpers' queue.
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ from typing import Any
 from evolve.backends.worker import start_without_secrets
 
 Job = tuple[str, dict[str, Any], str]  # source, defines, arch
+
+
+def _key(job: Job) -> tuple[str, tuple[tuple[str, str], ...], str]:
+    source, defines, arch = job
+    return source, tuple(sorted((k, str(v)) for k, v in defines.items())), arch
 
 
 def _serve(conn: Connection) -> None:
@@ -43,13 +50,28 @@ class CompileAhead:
         self._ctx = mp.get_context("spawn")
         self._procs: list[Any] = []
         self._lock = threading.Lock()
+        self._queued: set[Any] = set()
+        self._running: dict[Any, threading.Event] = {}
         self._threads = [threading.Thread(target=self._run, daemon=True, name=f"evolve-compile-{i}")
                          for i in range(processes)]
         for t in self._threads:
             t.start()
 
     def submit(self, source: str, defines: Mapping[str, Any], arch: str) -> None:
-        self._jobs.put((source, dict(defines), arch))
+        job = (source, dict(defines), arch)
+        with self._lock:
+            self._queued.add(_key(job))
+        self._jobs.put(job)
+
+    def wait(self, source: str, defines: Mapping[str, Any], arch: str) -> None:
+        """Before the worker compiles this candidate: let a helper that is compiling it finish
+        (up to the time limit); drop it from the queue if no helper has started it."""
+        key = _key((source, dict(defines), arch))
+        with self._lock:
+            self._queued.discard(key)
+            done = self._running.get(key)
+        if done is not None:
+            done.wait(self.timeout_s)
 
     def close(self) -> None:
         for _ in self._threads:
@@ -71,18 +93,29 @@ class CompileAhead:
     def _run(self) -> None:
         proc = conn = None
         while (job := self._jobs.get()) is not None:
-            if proc is None or not proc.is_alive():
-                proc, conn = self._start()
-            assert conn is not None
-            try:
-                conn.send(job)
-                if conn.poll(self.timeout_s):
-                    conn.recv()
+            key, done = _key(job), threading.Event()
+            with self._lock:
+                if key not in self._queued:  # the worker got to it first
                     continue
-            except (OSError, EOFError):
-                pass
-            proc.kill()  # too slow (a compile bomb) or died: the next job gets a fresh process
-            proc = None
+                self._queued.discard(key)
+                self._running[key] = done
+            try:
+                if proc is None or not proc.is_alive():
+                    proc, conn = self._start()
+                assert conn is not None
+                try:
+                    conn.send(job)
+                    if conn.poll(self.timeout_s):
+                        conn.recv()
+                        continue
+                except (OSError, EOFError):
+                    pass
+                proc.kill()  # too slow (a compile bomb) or died: the next job gets a fresh process
+                proc = None
+            finally:
+                with self._lock:
+                    self._running.pop(key, None)
+                done.set()
         if proc is not None:
             conn.close()
             proc.join(timeout=5)

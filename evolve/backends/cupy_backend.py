@@ -45,6 +45,8 @@ class CupyBackend:
 
     def evaluate(self, variant: Variant, tunables: Mapping[str, int],
                  sizes: list[dict[str, int]]) -> Measurement:
+        if self.ahead is not None:
+            self.ahead.wait(variant.source, {**tunables, **self._defines}, self._arch)
         payload = {"source": variant.source, "tunables": dict(tunables), "sizes": sizes}
         try:
             return Measurement.from_dict(

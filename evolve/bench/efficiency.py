@@ -8,7 +8,7 @@ recording) see the same numbers. Each method runs once per seed; a run yields th
 of each evaluation in order, and the statistics compare best-found (as a fraction of the space's
 optimum) against evaluations spent.
 
-    python -m evolve.bench.efficiency sgemm/vectorized sgemm/blocktiled --budget 100 --seeds 20
+    evolve-bench sections=[efficiency] efficiency.budget=100 efficiency.seeds=20
 """
 
 from __future__ import annotations

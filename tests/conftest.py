@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from evolve.paths import CONF_DIR
-from evolve.task import Task, load_task
+from evolve.task import Task, builtin_task
 
 TASKS = sorted(p.stem for p in (CONF_DIR / "task").glob("*.yaml"))
 
@@ -25,7 +25,7 @@ def task_config(name: str) -> dict[str, Any]:
 
 
 def task(name: str) -> Task:
-    return load_task(task_config(name))
+    return builtin_task(name)
 
 
 def hardware_config(name: str) -> dict[str, Any]:

@@ -7,10 +7,12 @@ seeds."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +47,7 @@ def kernel_tuner_rate(task_name: str, variant_name: str, budget: int, seed: int)
 
     np.random.seed(seed)
     random.seed(seed)
-    with tempfile.TemporaryDirectory() as cache:
-        os.environ["CUPY_CACHE_DIR"] = cache  # cold, as ours
+    with tempfile.TemporaryDirectory() as cache, _env("CUPY_CACHE_DIR", cache):  # cold, as ours
         t0 = time.perf_counter()
         results, _ = tune_kernel(
             spec.launches[0].kernel, variant.source, (int(n), int(m)), args, params,
@@ -63,15 +64,25 @@ def kernel_tuner_rate(task_name: str, variant_name: str, budget: int, seed: int)
 
 def evolve_rate(task_name: str, variant_name: str, budget: int, out: Path) -> dict[str, Any]:
     """cuda-evolve on the same space: a fresh process, random sampling, cold compile cache."""
-    with tempfile.TemporaryDirectory() as cache:
-        os.environ["EVOLVE_CACHE_DIR"] = cache
-        try:
-            found = run_search(task_name, out, budget, "random", [
-                f"task.seeds=[{task_name}/{variant_name}.cu]", "search.verify=false",
-            ], name=f"{task_name}-{variant_name}-versus")
-        finally:
-            del os.environ["EVOLVE_CACHE_DIR"]
+    with tempfile.TemporaryDirectory() as cache, _env("EVOLVE_CACHE_DIR", cache):
+        found = run_search(task_name, out, budget, "random", [
+            f"task.seeds=[{task_name}/{variant_name}.cu]", "search.verify=false",
+        ], name=f"{task_name}-{variant_name}-versus")
     tp = found["throughput"]
     return {"candidates": tp.candidates, "wall_s": found["wall_s"],
             "per_min": 60 * tp.candidates / found["wall_s"], "per_min_in_search": tp.per_min,
             "shares": tp.shares(), "best_ms": found["best"]["time_ms"]}
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    """An environment variable set for the duration (a compile cache pointed somewhere cold)."""
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old

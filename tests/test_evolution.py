@@ -14,6 +14,7 @@ from test_search import evolve, finished, study
 
 from evolve.llm.log import read
 from evolve.paths import ROOT
+from evolve.search import counts_toward_budget
 
 NAIVE = (ROOT / "kernels/softmax/naive.cu").read_text()
 BLOCK_ROW = (ROOT / "kernels/softmax/block_row.cu").read_text()
@@ -210,8 +211,12 @@ def test_proposer_and_evaluator_processes_share_only_the_storage(
     assert proposer.returncode == 0, proposer.stderr
     assert evaluator.returncode == 0, err
     s = optuna.load_study(study_name="split", storage=storage)
-    done = [t for t in s.trials if t.state.is_finished()]
-    assert len(done) == 12
+    finished = [t for t in s.trials if t.state.is_finished()]
+    done = [t for t in finished if counts_toward_budget(t)]
+    assert len(done) == 12, "exactly the budget"
+    # two processes queue candidates concurrently: one may land past the budget; it is not measured
+    extra = [t.user_attrs.get("status") for t in finished if not counts_toward_budget(t)]
+    assert len(extra) <= 1 and set(extra) <= {"over_budget", "no_candidate"}, extra
     child = [t for t in done if t.user_attrs["operator"] in ("mutate", "mutate_diff", "crossover")]
     assert len(child) == 1 and child[0].user_attrs["status"] == "ok"
     assert s.best_trial.user_attrs["variant"] == child[0].user_attrs["variant"]

@@ -41,12 +41,16 @@ class CupyBackend:
 
     def prefetch(self, variant: Variant, tunables: Mapping[str, int]) -> None:
         if self.ahead is not None and self._arch:
-            self.ahead.submit(variant.source, {**tunables, **self._defines}, self._arch)
+            self.ahead.submit(*self._job(variant, tunables))
+
+    def _job(self, variant: Variant, tunables: Mapping[str, int]) -> tuple[str, dict[str, Any], str]:
+        """What the worker compiles for this candidate (the compile cache's key)."""
+        return variant.source, {**tunables, **self._defines}, self._arch
 
     def evaluate(self, variant: Variant, tunables: Mapping[str, int],
                  sizes: list[dict[str, int]]) -> Measurement:
         if self.ahead is not None:
-            self.ahead.wait(variant.source, {**tunables, **self._defines}, self._arch)
+            self.ahead.wait(*self._job(variant, tunables))
         payload = {"source": variant.source, "tunables": dict(tunables), "sizes": sizes}
         try:
             return Measurement.from_dict(

@@ -73,16 +73,15 @@ def _speed(c: dict[str, Any], out: Path) -> Iterator[tuple[str, dict[str, Any]]]
 def _efficiency(e: dict[str, Any], out: Path) -> dict[str, Any]:
     from evolve.bench import efficiency
 
-    spaces, results = {}, {}
+    spaces = {}
     for name in e["spaces"]:
         task, variant = name.split("/")
         log.info("efficiency: %s: %d seeds x %d evaluations per method", name, e["seeds"], e["budget"])
         space = efficiency.RecordedSpace.load(e["hardware"], task, variant)
         spaces[name] = efficiency.compare(space, list(e["ours"]), list(e["theirs"]), int(e["budget"]),
                                           int(e["seeds"]), out / "kernel_tuner")
-        results[name] = spaces[name]
-    efficiency.plot(results, out / "efficiency.png")
-    return {"spaces": spaces, "table": efficiency.table(results)}
+    efficiency.plot(spaces, out / "efficiency.png")
+    return {"spaces": spaces, "table": efficiency.table(spaces)}
 
 
 def _throughput(c: dict[str, Any], out: Path, speed: dict[str, Any] | None) -> dict[str, Any]:

@@ -214,9 +214,10 @@ def test_proposer_and_evaluator_processes_share_only_the_storage(
     finished = [t for t in s.trials if t.state.is_finished()]
     done = [t for t in finished if counts_toward_budget(t)]
     assert len(done) == 12, "exactly the budget"
-    # two processes queue candidates concurrently: one may land past the budget; it is not measured
+    # two processes queue candidates concurrently: one may land past the budget or repeat a
+    # candidate the other queued a moment before; such a trial is marked and not measured
     extra = [t.user_attrs.get("status") for t in finished if not counts_toward_budget(t)]
-    assert len(extra) <= 1 and set(extra) <= {"over_budget", "no_candidate"}, extra
+    assert len(extra) <= 2 and set(extra) <= {"over_budget", "no_candidate", "duplicate"}, extra
     child = [t for t in done if t.user_attrs["operator"] in ("mutate", "mutate_diff", "crossover")]
     assert len(child) == 1 and child[0].user_attrs["status"] == "ok"
     assert s.best_trial.user_attrs["variant"] == child[0].user_attrs["variant"]

@@ -56,22 +56,33 @@ def _row(name: str, kind: str, ms: float, pct_copy: float) -> dict[str, Any]:
             "gbps": 1.0, "tflops": 0.0, "pct_ceiling": pct_copy, "pct_copy": pct_copy}
 
 
-def _speed(found_ms: float, torch_ms: float, pct: float) -> dict[str, Any]:
+def _speed(found_ms: float, torch_ms: float, pct: float, compiled_ms: dict[str, float] | None = None,
+           ) -> dict[str, Any]:
+    """One memory-bound task; `compiled_ms`: torch.compile's time by mode (none: not timed)."""
     rows = [_row("seed a (defaults)", "seed", 2.0, 50.0), _row("cuda-evolve: a X=1", "found", found_ms, pct),
             _row("torch", "peer", torch_ms, 90.0)]
+    rows += [_row(f"torch.compile ({mode})", "peer", ms, 90.0) for mode, ms in (compiled_ms or {}).items()]
     speedups = {r["name"]: r["ms"] / found_ms for r in rows if r["kind"] != "found"}
     return {"softmax": {"size": "rows=1", "found": "cuda-evolve: a X=1", "rows": rows,
                         "speedup_of_found": speedups,
                         "search": {"budget": 5, "sampler": "tpe", "wall_s": 3.0}}}
 
 
-@pytest.mark.parametrize(("found_ms", "torch_ms", "pct", "verdict"), [
-    (1.0, 1.1, 92.0, "met"), (1.0, 0.9, 92.0, "NOT MET"), (1.0, 1.1, 85.0, "NOT MET")])
-def test_memory_bound_target_needs_the_bandwidth_and_the_torch_peers(
-        found_ms: float, torch_ms: float, pct: float, verdict: str) -> None:
-    lines = report.targets({"speed": _speed(found_ms, torch_ms, pct)})
+@pytest.mark.parametrize(("found_ms", "torch_ms", "pct", "compiled", "verdict"), [
+    (1.0, 1.1, 92.0, {"max-autotune": 1.5, "max-autotune-no-cudagraphs": 1.2}, "met"),
+    (1.0, 0.9, 92.0, {"max-autotune": 1.5}, "NOT MET"),
+    (1.0, 1.1, 85.0, {"max-autotune": 1.5}, "NOT MET"),
+    (1.0, 1.1, 92.0, {"max-autotune": 1.5, "max-autotune-no-cudagraphs": 0.95}, "NOT MET")])
+def test_memory_bound_target_needs_the_bandwidth_and_every_torch_peer(
+        found_ms: float, torch_ms: float, pct: float, compiled: dict[str, float], verdict: str) -> None:
+    lines = report.targets({"speed": _speed(found_ms, torch_ms, pct, compiled)})
     assert len(lines) == 1 and lines[0].endswith(f"— {verdict}"), lines
-    assert "torch.compile not timed" in lines[0]
+    assert all(f"vs torch.compile ({mode})" in lines[0] for mode in compiled)
+
+
+def test_memory_bound_target_is_not_met_without_torch_compile() -> None:
+    lines = report.targets({"speed": _speed(1.0, 1.1, 95.0)})
+    assert lines[0].endswith("(torch.compile not timed) — NOT MET"), lines
 
 
 def test_report_writes_tables_and_plots(tmp_path: Path) -> None:
@@ -105,3 +116,27 @@ def test_gpu_sections_without_a_gpu_say_so_in_one_line(tmp_path: Path) -> None:
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 2 and "sections=[efficiency] runs without one" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("task_name", ["softmax", "sgemm"])
+def test_torch_peers_compute_the_task_in_each_compile_mode(task_name: str) -> None:
+    """Each torch.compile mode asked for is its own peer, and every peer computes the task: the
+    speed table times only what matches the float64 reference."""
+    pytest.importorskip("torch")
+    import cupy as cp
+
+    from evolve.bench.peers import torch_peers
+    from evolve.bench.speed import check
+    from evolve.task import builtin_task
+
+    task = builtin_task(task_name)
+    sizes = task.correctness_sizes[2]
+    inputs = task.make_inputs(cp, sizes, seed=1)
+    refs = task.expected(cp, inputs, sizes)
+    outputs = {a.name: cp.empty(task.shape(a, sizes), a.dtype) for a in task.outputs}
+    modes = ["default", "max-autotune-no-cudagraphs"]
+    peers = torch_peers(task.name, {**inputs, **outputs}, modes)
+    assert set(peers) == {"torch", *(f"torch.compile ({m})" for m in modes)}
+    for name, fn in peers.items():
+        assert check(task, sizes, fn, outputs, refs) is None, name

@@ -67,7 +67,7 @@ def _speed(c: dict[str, Any], out: Path) -> Iterator[tuple[str, dict[str, Any]]]
 
     s = c["speed"]
     yield from kernel_speed(list(s["tasks"]), out, _hardware(), int(s["budget"]), str(s["sampler"]),
-                        s.get("compile_mode"), TimerSettings(**s["timer"]), list(s.get("overrides") or []))
+                            list(s["compile_modes"]), TimerSettings(**s["timer"]), list(s["overrides"]))
 
 
 def _efficiency(e: dict[str, Any], out: Path) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -25,10 +25,10 @@ _TORCH: dict[str, Callable[..., Any]] = {
 }
 
 
-def torch_peers(task: str, arrays: Mapping[str, Any], compile_mode: str | None) -> dict[str, Peer]:
-    """``torch`` (eager, into the task's output buffer where PyTorch has an ``out=``) and
-    ``torch.compile`` (``compile_mode``; None: skipped). A peer that fails to build is left out
-    with a warning: the table says it is missing."""
+def torch_peers(task: str, arrays: Mapping[str, Any], compile_modes: Sequence[str]) -> dict[str, Peer]:
+    """``torch`` (eager, into the task's output buffer where PyTorch has an ``out=``) and one
+    ``torch.compile (<mode>)`` per mode. A peer that fails to build is left out with a warning:
+    the table says it is missing."""
     try:
         import torch
     except ImportError:
@@ -48,14 +48,14 @@ def torch_peers(task: str, arrays: Mapping[str, Any], compile_mode: str | None) 
         "sgemm": lambda: torch.matmul(t["a"], t["b"], out=t["c"]),
     }.get(task, lambda: fn(torch, *ins))
     out: dict[str, Peer] = {"torch": eager}
-    if compile_mode:
+    for mode in compile_modes:
         try:
-            compiled = torch.compile(lambda *xs: fn(torch, *xs), mode=compile_mode, dynamic=False)
+            compiled = torch.compile(lambda *xs: fn(torch, *xs), mode=mode, dynamic=False)
             compiled(*ins)  # compiles (and autotunes) now, not inside the timing
             torch.cuda.synchronize()
-            out["torch.compile"] = lambda: compiled(*ins)
+            out[f"torch.compile ({mode})"] = lambda compiled=compiled: compiled(*ins)
         except Exception as exc:  # inductor or Triton missing or failing: say so, go on
-            log.warning("torch.compile(%s) failed on %s: %s", compile_mode, task, str(exc).splitlines()[0])
+            log.warning("torch.compile(mode=%s) failed on %s: %s", mode, task, str(exc).splitlines()[0])
     return out
 
 

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +49,13 @@ def run_search(task: str, out: Path, budget: int, sampler: str, overrides: list[
             "throughput": throughput(study.get_trials(deepcopy=False))}
 
 
-def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_mode: str | None,
+def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_modes: list[str],
                  timer: TimerSettings) -> dict[str, Any]:
     """Every implementation of the task at its timing size on the same inputs: checked, then
     timed interleaved. Rows carry time, IQR, throughput and the fraction of the ceilings."""
     import cupy as cp
 
     from evolve.backends.gpu import GpuEvaluator, TimingSettings
-    from evolve.correctness import compare_all
 
     sizes = task.timing_sizes[0]
     inputs = task.make_inputs(cp, sizes, seed=20261129)
@@ -75,21 +74,12 @@ def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_mode: s
     tun = {k: int(v) for k, v in best["tunables"].items()}
     found_name = f"cuda-evolve: {found.name} " + " ".join(f"{k}={v}" for k, v in tun.items())
     impls[found_name] = ("found", ev.launcher(found.source, tun, sizes, arrays))
-    for name, fn in {**torch_peers(task.name, arrays, compile_mode), **cupy_peers(task.name, arrays)}.items():
-        impls[name] = ("peer", fn)
+    peers = {**torch_peers(task.name, arrays, compile_modes), **cupy_peers(task.name, arrays)}
+    impls |= {name: ("peer", fn) for name, fn in peers.items()}
 
     rows, timed = [], {}
     for name, (kind, fn) in impls.items():
-        for o in outputs.values():
-            o.fill(float("nan"))
-        try:
-            got = fn()
-            cp.cuda.Device().synchronize()
-            made = outputs if got is None else {
-                task.outputs[0].name: cp.from_dlpack(got).reshape(task.shape(task.outputs[0], sizes))}
-            reason = compare_all(cp, task, made, refs)
-        except Exception as exc:  # a peer that cannot run this task is reported, not fatal
-            reason = f"failed: {str(exc).splitlines()[0]}"
+        reason = check(task, sizes, fn, outputs, refs)
         rows.append({"name": name, "kind": kind, "correct": reason is None, "error": reason})
         if reason is None:
             timed[name] = fn
@@ -113,8 +103,28 @@ def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_mode: s
             "found": found_name, "rows": rows, "speedup_of_found": speedups}
 
 
+def check(task: Task, sizes: Mapping[str, int], fn: Callable[[], Any], outputs: Mapping[str, Any],
+          refs: Mapping[str, Any]) -> str | None:
+    """Why `fn` does not compute the task (None: it does). It writes `outputs` (cleared to NaN
+    first) or returns its output; a peer that cannot run the task is reported, not fatal."""
+    import cupy as cp
+
+    from evolve.correctness import compare_all
+
+    for o in outputs.values():
+        o.fill(float("nan"))
+    try:
+        got = fn()
+        cp.cuda.Device().synchronize()
+        made = outputs if got is None else {
+            task.outputs[0].name: cp.from_dlpack(got).reshape(task.shape(task.outputs[0], sizes))}
+        return compare_all(cp, task, made, refs)
+    except Exception as exc:
+        return f"failed: {str(exc).splitlines()[0]}"
+
+
 def kernel_speed(tasks: list[str], out: Path, hw: Hardware, budget: int, sampler: str,
-                 compile_mode: str | None, timer: TimerSettings,
+                 compile_modes: list[str], timer: TimerSettings,
                  overrides: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
     """Task by task, so that the caller can keep what is done if the bench is cut short."""
     for name in tasks:
@@ -122,7 +132,7 @@ def kernel_speed(tasks: list[str], out: Path, hw: Hardware, budget: int, sampler
         found = run_search(name, out, budget, sampler, overrides)
         log.info("speed: %s: %s", name, found["throughput"].line())
         log.info("speed: %s: timing side by side", name)
-        yield name, {**side_by_side(builtin_task(name), hw, found["best"], compile_mode, timer),
+        yield name, {**side_by_side(builtin_task(name), hw, found["best"], compile_modes, timer),
                      "search": {"budget": budget, "sampler": sampler, "wall_s": found["wall_s"],
                                 "best_ms_in_search": found["best"]["time_ms"],
                                 "throughput": found["throughput"].to_dict()}}

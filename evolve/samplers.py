@@ -28,7 +28,14 @@ def make_sampler(name: str, seed: int | None) -> BaseSampler:
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         match name:
             case "tpe":
-                return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=8)
+                # A variant's space is small (hundreds of configurations) and each evaluation costs a
+                # compile and a GPU measurement, so: few random trials before the model, a stronger
+                # prior toward the middle of each tunable's listed values (where seed authors put the
+                # sensible ones), and more candidates per proposal (cheap next to a measurement).
+                # On the recorded sgemm spaces (40 seeds) this took TPE from 26 / 15 to 21.5 / 10.5
+                # median evaluations to 95% of the optimum (evolve-bench sections=[efficiency]).
+                return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=4,
+                                                  prior_weight=3.0, n_ei_candidates=64)
             case "random":
                 return optuna.samplers.RandomSampler(seed=seed)
             case "cmaes":

@@ -4,6 +4,7 @@ The GPU sections themselves run on the GPU machine (evolve-bench there)."""
 
 from __future__ import annotations
 
+import datetime
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 import optuna
 import pytest
+from optuna.trial import FrozenTrial, TrialState
 
 from evolve.bench import report
 from evolve.bench.app import _mix
@@ -49,6 +51,26 @@ def test_throughput_skips_trials_that_measured_nothing(tmp_path: Path) -> None:
     trial.set_user_attr("eval_s", 0.0)
     study.tell(trial, state=optuna.trial.TrialState.FAIL)
     assert throughput(study.get_trials()).candidates == found["throughput"].candidates == 6
+
+
+def test_throughput_counts_a_trial_queued_ahead_from_its_predecessors_end() -> None:
+    """The look-ahead starts trial 1 while trial 0 is measured: storage is what neither trial's
+    evaluator time covers, not the overlap of their spans."""
+    t0 = datetime.datetime(2026, 11, 30)
+
+    def trial(n: int, start: float, end: float, eval_s: float) -> FrozenTrial:
+        return FrozenTrial(
+            number=n, trial_id=n, state=TrialState.COMPLETE, value=1.0, values=None, params={},
+            distributions={}, intermediate_values={}, system_attrs={},
+            user_attrs={"worker": "w0", "eval_s": eval_s, "compile_s": 0.5, "check_s": 0.5},
+            datetime_start=t0 + datetime.timedelta(seconds=start),
+            datetime_complete=t0 + datetime.timedelta(seconds=end))
+
+    tp = throughput([trial(0, 0.0, 4.0, 3.5), trial(1, 1.0, 8.0, 3.5), trial(2, 9.0, 12.0, 2.0)])
+    assert tp.wall_s == 12.0 and tp.candidates == 3
+    assert tp.storage_s == pytest.approx(0.5 + 0.5 + 1.0)  # spans 4 + 4 + 3 minus evaluations 9
+    assert tp.other_s == pytest.approx(1.0)  # the gap from 8 to 9 s
+    assert tp.compile_s + tp.check_s + tp.timing_s + tp.storage_s + tp.other_s == pytest.approx(tp.wall_s)
 
 
 def _row(name: str, kind: str, ms: float, pct_copy: float) -> dict[str, Any]:

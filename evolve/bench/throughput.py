@@ -1,7 +1,7 @@
 """Evaluator throughput read off a run's study: candidates per minute, per GPU, and where the
 time went. Trials carry what the evaluator measured (compile, correctness, timing); the rest of
-a trial's span is storage and bookkeeping, and the gaps between trials are the sampler and the
-Python loop. Works for any number of evaluators: each trial names its worker.
+a trial's busy span is storage and bookkeeping, and the gaps between trials are the sampler and
+the Python loop. Works for any number of evaluators: each trial names its worker.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def throughput(trials: list[FrozenTrial]) -> Throughput:
     start = min(t.datetime_start for t in ts)  # type: ignore[type-var]
     end = max(t.datetime_complete for t in ts)  # type: ignore[type-var]
     wall = (end - start).total_seconds()
-    spans = sum((t.datetime_complete - t.datetime_start).total_seconds() for t in ts)  # type: ignore[operator]
+    spans = _busy_s(ts)
     evals = sum(float(t.user_attrs["eval_s"]) for t in ts)
     compile_s = sum(float(t.user_attrs.get("compile_s", 0.0)) for t in ts)
     check_s = sum(float(t.user_attrs.get("check_s", 0.0)) for t in ts)
@@ -76,6 +76,23 @@ def throughput(trials: list[FrozenTrial]) -> Throughput:
         timing_s=max(evals - compile_s - check_s, 0.0), storage_s=max(spans - evals, 0.0),
         other_s=max(wall * len(workers) - spans, 0.0),
     )
+
+
+def _busy_s(ts: list[FrozenTrial]) -> float:
+    """Seconds the trials kept their workers busy: each from its start, or from the end of the
+    same worker's previous trial if later. A trial queued ahead (the search's look-ahead) starts
+    while its predecessor is still being measured; counting that wait would count time twice."""
+    by_worker: dict[object, list[FrozenTrial]] = {}
+    for t in ts:
+        by_worker.setdefault(t.user_attrs.get("worker", "?"), []).append(t)
+    busy = 0.0
+    for mine in by_worker.values():
+        free = None
+        for t in sorted(mine, key=lambda t: t.datetime_complete):  # type: ignore[arg-type, return-value]
+            begin = t.datetime_start if free is None else max(t.datetime_start, free)  # type: ignore[type-var]
+            busy += max((t.datetime_complete - begin).total_seconds(), 0.0)  # type: ignore[operator]
+            free = t.datetime_complete
+    return busy
 
 
 def main(argv: list[str] | None = None) -> None:

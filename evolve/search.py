@@ -482,14 +482,18 @@ class Search:
         return True
 
     def _look_ahead(self) -> None:
-        """Queue the next tuning candidate before measuring this one, so that the backend can
-        compile it meanwhile. Only while tuning without an LLM: with one, what comes next is
-        the proposer's call (and a replay must follow the recorded order)."""
+        """Before measuring this candidate, keep as many next ones queued as the backend prepares
+        at once (at least one), so that it compiles them meanwhile. Only while tuning without an
+        LLM: with one, what comes next is the proposer's call (and a replay must follow the
+        recorded order)."""
         if self.proposer is not None or self.replay is not None or self.llm_active():
             return
+        depth = max(1, self.backend.prepares()) if self.backend is not None else 1
         with self.lock:
-            if not self.waiting and self.used + self.running_elsewhere + 2 <= self.s.n_trials:
-                self._propose_seed() or self._propose_tune()
+            while (self.waiting < depth
+                   and self.used + self.running_elsewhere + self.waiting + 2 <= self.s.n_trials
+                   and (self._propose_seed() or self._propose_tune())):
+                pass
 
     def _not_ours(self, trial_id: int, vid: str, params: Mapping[str, Any]) -> Status | None:
         """With several evaluators: the budget is the first ``n_trials`` trials in the order they

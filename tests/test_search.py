@@ -8,7 +8,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -65,6 +67,44 @@ def test_every_seed_is_measured_first_while_the_next_candidate_is_queued_ahead(i
     assert [t.user_attrs["operator"] for t in trials[:3]] == ["seed"] * 3
     assert [t.user_attrs["variant_name"] for t in trials[:3]] == ["naive", "blocktiled", "vectorized"]
     assert len(trials) == 6
+
+
+@pytest.mark.parametrize("prepares", [0, 3])
+def test_the_search_queues_as_many_candidates_ahead_as_the_backend_prepares(
+        in_tmp: Path, monkeypatch: pytest.MonkeyPatch, prepares: int) -> None:
+    """A backend that compiles ahead in 3 processes gets 3 candidates queued ahead of the one
+    measured (one when it prepares none), and the budget stays exact."""
+    from evolve.backends.replay import ReplayBackend
+
+    events: list[tuple[str, tuple]] = []
+    prefetch, evaluate = ReplayBackend.prefetch, ReplayBackend.evaluate
+
+    def key(v: Any, cfg: Mapping[str, int]) -> tuple:
+        return v.id, tuple(sorted(cfg.items()))
+
+    def logged_prefetch(self: ReplayBackend, v: Any, cfg: Mapping[str, int]) -> None:
+        events.append(("prefetch", key(v, cfg)))
+        return prefetch(self, v, cfg)
+
+    def logged_evaluate(self: ReplayBackend, v: Any, cfg: Mapping[str, int], sizes: list) -> Any:
+        events.append(("evaluate", key(v, cfg)))
+        return evaluate(self, v, cfg, sizes)
+
+    monkeypatch.setattr(ReplayBackend, "prepares", lambda self: prepares)
+    monkeypatch.setattr(ReplayBackend, "prefetch", logged_prefetch)
+    monkeypatch.setattr(ReplayBackend, "evaluate", logged_evaluate)
+    evolve("task=sgemm", f"run.name=deep{prepares}", "search.n_trials=12", "search.seed=0")
+
+    queued, measured, ahead = 0, 0, []  # ahead: queued and not measured, besides the one measured
+    for kind, _ in events:
+        queued += kind == "prefetch"
+        if kind == "evaluate":
+            measured += 1
+            ahead.append(queued - measured)
+    assert max(ahead) == max(1, prepares)
+    assert measured == len({k for kind, k in events if kind == "evaluate"}) == 12
+    assert len(finished(f"deep{prepares}")) == 12
+    assert not [t for t in study(f"deep{prepares}").trials if t.state == TrialState.WAITING]
 
 
 def test_resume_continues_to_the_same_total(in_tmp: Path) -> None:

@@ -27,6 +27,9 @@ class Backend(Protocol):
     def prefetch(self, variant: Variant, tunables: Mapping[str, int]) -> None:
         """A hint: this candidate comes soon (compile it ahead, if the backend can)."""
 
+    def prepares(self) -> int:
+        """How many upcoming candidates the backend prepares at once (0: it prepares none)."""
+
     def ceiling_key(self) -> str:
         """Identifies the device for the cached bandwidth ceilings."""
 

@@ -45,6 +45,7 @@ def _serve(conn: Connection) -> None:
 
 class CompileAhead:
     def __init__(self, processes: int, timeout_s: float):
+        self.processes = processes
         self.timeout_s = timeout_s
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._ctx = mp.get_context("spawn")

@@ -64,6 +64,9 @@ class ReplayBackend:
     def prefetch(self, variant: Variant, tunables: Mapping[str, int]) -> None:
         pass  # nothing to compile
 
+    def prepares(self) -> int:
+        return 0
+
     def ceiling_key(self) -> str:
         return f"replay|{self.hardware.name}"
 

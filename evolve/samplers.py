@@ -26,6 +26,8 @@ def make_sampler(name: str, seed: int | None) -> BaseSampler:
             ) from None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        # deprecated since Optuna 4.9 and removed in 6 (pyproject pins < 6); TPE needs it, below
+        warnings.filterwarnings("ignore", "`prior_weight`", FutureWarning)
         match name:
             case "tpe":
                 # A variant's space is small (hundreds of configurations) and each evaluation costs a

@@ -16,6 +16,7 @@ import optuna
 from optuna.artifacts import FileSystemArtifactStore
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
+from sqlalchemy import event
 
 from evolve.errors import EvolveError
 from evolve.hardware import MEASURED
@@ -38,6 +39,8 @@ def open_storage(cfg: Mapping[str, Any]) -> tuple[BaseStorage, FileSystemArtifac
             storage: BaseStorage = RDBStorage(url, engine_kwargs=_engine_kwargs(url))
         except Exception as exc:  # SQLAlchemy/driver errors: unreachable host, bad URL, ...
             raise EvolveError(f"cannot open storage {_redact(url)}: {str(exc).splitlines()[0]}") from None
+        if url.startswith("sqlite"):
+            _write_ahead_log(storage)
     elif kind == "journal":
         path = Path(str(cfg.get("path") or "runs/evolve.journal"))
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -51,6 +54,22 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
     if url.startswith("sqlite"):
         return {"connect_args": {"timeout": 60}}
     return {"pool_pre_ping": True}
+
+
+def _write_ahead_log(storage: RDBStorage) -> None:
+    """SQLite in WAL mode, synced at checkpoints rather than at every commit: a trial writes a
+    dozen attributes, and a synced commit each took ~40% of the storage's time per candidate. A
+    crash of the process loses nothing; a power cut can lose the last trials, which a resumed
+    run measures again. Readers (optuna-dashboard) no longer block the writer."""
+
+    @event.listens_for(storage.engine, "connect")
+    def _pragmas(conn: Any, _record: Any) -> None:
+        cursor = conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    storage.engine.dispose()  # connections opened before the listener reconnect with it
 
 
 def _redact(url: str) -> str:

@@ -46,3 +46,19 @@ def test_ceiling_cache_round_trip(in_tmp: Path) -> None:
 def test_unknown_storage_kind_is_a_clear_error(in_tmp: Path) -> None:
     with pytest.raises(EvolveError, match="unknown storage kind"):
         open_storage({"kind": "redis"})
+
+
+def test_sqlite_storage_writes_ahead_and_syncs_at_checkpoints(in_tmp: Path) -> None:
+    """Every connection the storage opens, also after the first ones, is in WAL mode with
+    normal sync, and what it wrote is there for a fresh reader."""
+    import sqlite3
+
+    storage, _ = open_storage({"kind": "rdb", "url": "sqlite:///runs/w.db"})
+    study = optuna.create_study(study_name="w", storage=storage)
+    study.enqueue_trial({"x": 1})
+    with storage.engine.connect() as conn:  # type: ignore[attr-defined]
+        modes = [conn.exec_driver_sql(f"PRAGMA {p}").scalar() for p in ("journal_mode", "synchronous")]
+    assert modes == ["wal", 1]  # synchronous NORMAL
+    with sqlite3.connect("runs/w.db") as reader:
+        assert reader.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # kept by the file
+        assert reader.execute("SELECT COUNT(*) FROM trials").fetchone()[0] == 1

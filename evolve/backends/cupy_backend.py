@@ -24,7 +24,7 @@ class CupyBackend:
         self.settings = dict(cfg.get("timing") or {})
         self.worker = Worker(int(cfg.get("device", 0)))
         n = cfg.get("compile_ahead", "auto")
-        n = min(4, max(0, (os.cpu_count() or 1) - 2)) if n == "auto" else int(n)
+        n = min(8, max(0, (os.cpu_count() or 1) - 2)) if n == "auto" else int(n)
         self.ahead = CompileAhead(n, self.compile_timeout_s) if n > 0 else None
         self._defines: dict[str, Any] = {}
         self._arch = ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -37,6 +38,16 @@ def study(name: str) -> optuna.Study:
 
 def finished(name: str) -> list[optuna.trial.FrozenTrial]:
     return [t for t in study(name).trials if counts_toward_budget(t)]
+
+
+def _completed_trials(db: str) -> int:
+    """Read-only, with SQLite itself: an Optuna storage opened while the run is still creating
+    the database would race it to create the schema."""
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            return conn.execute("SELECT COUNT(*) FROM trials WHERE state = 'COMPLETE'").fetchone()[0]
+    except sqlite3.OperationalError:  # no file or no table yet
+        return 0
 
 
 def recorded_space(task: str) -> int:
@@ -187,14 +198,8 @@ def test_sigint_stops_cleanly_and_the_run_resumes(in_tmp: Path) -> None:
     proc = subprocess.Popen([*cmd, "backend.delay_s=0.3"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and _completed_trials("runs/evolve.db") < 3:
         time.sleep(0.2)
-        if Path("runs/evolve.db").exists():
-            try:
-                if len(finished("i")) >= 3:
-                    break
-            except KeyError:
-                pass
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

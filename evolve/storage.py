@@ -7,7 +7,10 @@ into attributes (MySQL caps those at 64 KiB).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import sqlite3
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,7 @@ from optuna.artifacts import FileSystemArtifactStore
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 from sqlalchemy import event
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from evolve.errors import EvolveError
 from evolve.hardware import MEASURED
@@ -34,13 +38,10 @@ def open_storage(cfg: Mapping[str, Any]) -> tuple[BaseStorage, FileSystemArtifac
             raise EvolveError("storage.url is required, e.g. storage.url=postgresql://user@host/db")
         url = str(url)
         if url.startswith("sqlite:///"):
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            storage: BaseStorage = RDBStorage(url, engine_kwargs=_engine_kwargs(url))
-        except Exception as exc:  # SQLAlchemy/driver errors: unreachable host, bad URL, ...
-            raise EvolveError(f"cannot open storage {_redact(url)}: {str(exc).splitlines()[0]}") from None
-        if url.startswith("sqlite"):
-            _write_ahead_log(storage)
+            path = Path(url.removeprefix("sqlite:///"))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_ahead_log(path)
+        storage: BaseStorage = _rdb(url)
     elif kind == "journal":
         path = Path(str(cfg.get("path") or "runs/evolve.journal"))
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -56,20 +57,48 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
     return {"pool_pre_ping": True}
 
 
-def _write_ahead_log(storage: RDBStorage) -> None:
-    """SQLite in WAL mode, synced at checkpoints rather than at every commit: a trial writes a
+def _rdb(url: str) -> RDBStorage:
+    """Optuna's storage; when another process (a second run, optuna-dashboard) creates the same
+    new database at the same moment, one of the two loses the race to write its schema version:
+    it tries again and finds the schema there."""
+    for attempt in range(3):
+        try:
+            storage = RDBStorage(url, engine_kwargs=_engine_kwargs(url))
+            break
+        except (IntegrityError, OperationalError) as exc:
+            if attempt == 2 or not _lost_creation_race(exc):
+                raise EvolveError(f"cannot open storage {_redact(url)}: {str(exc).splitlines()[0]}") from None
+            time.sleep(0.5)
+        except Exception as exc:  # SQLAlchemy/driver errors: unreachable host, bad URL, ...
+            raise EvolveError(f"cannot open storage {_redact(url)}: {str(exc).splitlines()[0]}") from None
+    if url.startswith("sqlite"):
+        event.listen(storage.engine, "connect", _sync_at_checkpoints)
+        storage.engine.dispose()  # connections opened before the listener reconnect with it
+    return storage
+
+
+def _lost_creation_race(exc: Exception) -> bool:
+    """Another process wrote the table or the schema version first."""
+    return isinstance(exc, IntegrityError) or "already exists" in str(exc)
+
+
+def _write_ahead_log(path: Path) -> None:
+    """SQLite in WAL mode (a property of the file, set before Optuna opens it): readers such as
+    optuna-dashboard no longer hold up the run's writes. Left as it is if another process has
+    the file open in the old mode."""
+    with contextlib.suppress(sqlite3.OperationalError), contextlib.closing(
+            sqlite3.connect(path, timeout=60)) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+
+
+def _sync_at_checkpoints(conn: Any, _record: Any) -> None:
+    """Each connection syncs at WAL checkpoints rather than at every commit: a trial writes a
     dozen attributes, and a synced commit each took ~40% of the storage's time per candidate. A
     crash of the process loses nothing; a power cut can lose the last trials, which a resumed
-    run measures again. Readers (optuna-dashboard) no longer block the writer."""
-
-    @event.listens_for(storage.engine, "connect")
-    def _pragmas(conn: Any, _record: Any) -> None:
-        cursor = conn.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.close()
-
-    storage.engine.dispose()  # connections opened before the listener reconnect with it
+    run measures again."""
+    cursor = conn.cursor()
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
 
 
 def _redact(url: str) -> str:

@@ -62,3 +62,27 @@ def test_sqlite_storage_writes_ahead_and_syncs_at_checkpoints(in_tmp: Path) -> N
     with sqlite3.connect("runs/w.db") as reader:
         assert reader.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # kept by the file
         assert reader.execute("SELECT COUNT(*) FROM trials").fetchone()[0] == 1
+
+
+def _open_and_create(url: str, name: str) -> None:
+    storage, _ = open_storage({"kind": "rdb", "url": url, "artifacts": "runs/artifacts"})
+    optuna.create_study(study_name=name, storage=storage)
+
+
+def test_processes_creating_one_sqlite_database_at_once_all_get_it(in_tmp: Path) -> None:
+    """Several processes (runs of a sweep, a dashboard) opening one new database at the same
+    moment race to create its schema; each of them gets a working storage."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    for r in range(4):
+        url = f"sqlite:///runs/race{r}.db"
+        procs = [ctx.Process(target=_open_and_create, args=(url, f"s{i}")) for i in range(4)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(120)
+        assert [p.exitcode for p in procs] == [0] * 4, f"round {r}"
+        storage, _ = open_storage({"kind": "rdb", "url": url})
+        names = {s.study_name for s in optuna.study.get_all_study_summaries(storage)}
+        assert names == {f"s{i}" for i in range(4)}

@@ -143,12 +143,16 @@ def plot_speed(speed: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     tasks = list(speed)
-    fig, axes = plt.subplots(1, len(tasks), figsize=(3.2 * len(tasks), 4), squeeze=False)
-    for ax, task in zip(axes[0], tasks, strict=True):
+    ncols = min(3, len(tasks))
+    nrows = -(-len(tasks) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.4 * nrows), squeeze=False)
+    for ax in axes.flat[len(tasks):]:
+        ax.set_visible(False)
+    for ax, task in zip(axes.flat, tasks, strict=False):
         rows = [r for r in speed[task]["rows"] if "ms" in r]
         fastest = min(r["ms"] for r in rows)
         colors = {"seed": "#9e9e9e", "found": "#2e7d32", "peer": "#1565c0"}
-        ax.barh([r["name"][:34] for r in rows], [fastest / r["ms"] for r in rows],
+        ax.barh([_short(r["name"]) for r in rows], [fastest / r["ms"] for r in rows],
                 color=[colors[r["kind"]] for r in rows])
         ax.set_xlim(0, 1.05)
         ax.set_title(task)
@@ -158,6 +162,11 @@ def plot_speed(speed: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _short(name: str) -> str:
+    """A bar label: whole up to 44 characters (the torch.compile modes fit), else cut."""
+    return name if len(name) <= 44 else name[:43] + "…"
 
 
 def plot_throughput(t: dict[str, Any], path: Path) -> None:

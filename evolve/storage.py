@@ -65,11 +65,10 @@ def _rdb(url: str) -> RDBStorage:
         try:
             storage = RDBStorage(url, engine_kwargs=_engine_kwargs(url))
             break
-        except (IntegrityError, OperationalError) as exc:
-            if attempt == 2 or not _lost_creation_race(exc):
-                raise EvolveError(f"cannot open storage {_redact(url)}: {str(exc).splitlines()[0]}") from None
-            time.sleep(0.5)
         except Exception as exc:  # SQLAlchemy/driver errors: unreachable host, bad URL, ...
+            if attempt < 2 and _lost_creation_race(exc):
+                time.sleep(0.5)
+                continue
             raise EvolveError(f"cannot open storage {_redact(url)}: {str(exc).splitlines()[0]}") from None
     if url.startswith("sqlite"):
         event.listen(storage.engine, "connect", _sync_at_checkpoints)
@@ -79,7 +78,8 @@ def _rdb(url: str) -> RDBStorage:
 
 def _lost_creation_race(exc: Exception) -> bool:
     """Another process wrote the table or the schema version first."""
-    return isinstance(exc, IntegrityError) or "already exists" in str(exc)
+    return isinstance(exc, IntegrityError) or (
+        isinstance(exc, OperationalError) and "already exists" in str(exc))
 
 
 def _write_ahead_log(path: Path) -> None:

@@ -71,16 +71,17 @@ def _throughput(t: dict[str, Any]) -> list[str]:
     vs = t.get("versus")
     if vs:
         lines += [f"Head to head on {vs['space']} ({vs['candidates']} random candidates, "
-                  "cold compile caches, correctness checked):", "",
-                  "| tool | candidates | wall s | per minute | best ms |",
-                  "|---|---:|---:|---:|---:|"]
+                  "correctness checked, candidates' compile caches cold; each tool warmed up first by a "
+                  "short run, not counted):", "",
+                  "| tool | candidates | wall s | per minute | best ms | warm-up s |",
+                  "|---|---:|---:|---:|---:|---:|"]
         for tool in ("cuda-evolve", "kernel_tuner"):
             x = vs.get(tool)
             if isinstance(x, dict) and "per_min" in x:
                 lines.append(f"| {tool} | {x['candidates']} | {x['wall_s']:.1f} | {x['per_min']:.1f} | "
-                             f"{_num(x.get('best_ms'))} |")
+                             f"{_num(x.get('best_ms'))} | {x.get('warmup_s', float('nan')):.1f} |")
             elif x:
-                lines.append(f"| {tool} | {x} | | | |")
+                lines.append(f"| {tool} | {x} | | | | |")
         lines.append("")
     return lines
 

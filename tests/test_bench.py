@@ -98,8 +98,17 @@ def _speed(found_ms: float, torch_ms: float, pct: float, compiled_ms: dict[str, 
 def test_memory_bound_target_needs_the_bandwidth_and_every_torch_peer(
         found_ms: float, torch_ms: float, pct: float, compiled: dict[str, float], verdict: str) -> None:
     lines = report.targets({"speed": _speed(found_ms, torch_ms, pct, compiled)})
-    assert len(lines) == 1 and lines[0].endswith(f"— {verdict}"), lines
+    assert len(lines) == 1 and f"— {verdict}" in lines[0], lines
     assert all(f"vs torch.compile ({mode})" in lines[0] for mode in compiled)
+
+
+@pytest.mark.parametrize(("compiled_ms", "says"), [
+    (0.995, "NOT MET; 0.5% slower (inside the IQRs) than torch.compile (x)"),  # IQRs are 0.01 ms
+    (0.95, "NOT MET; 5.3% slower than torch.compile (x)")])
+def test_a_faster_peer_is_named_with_its_margin_and_whether_that_is_noise(
+        compiled_ms: float, says: str) -> None:
+    lines = report.targets({"speed": _speed(1.0, 1.1, 95.0, {"x": compiled_ms})})
+    assert lines[0].endswith(says), lines
 
 
 def test_memory_bound_target_is_not_met_without_torch_compile() -> None:
@@ -180,5 +189,6 @@ def test_head_to_head_throughput_counts_the_runs_after_each_warm_up(tmp_path: Pa
         assert r["candidates"] == 4 and r["per_min"] > 0 and r["warmup_s"] > 0, r
         assert r["best_ms"] is not None and r["best_ms"] > 0
     import optuna
-    studies = {s.study_name: s.n_trials for s in optuna.get_all_study_summaries(f"sqlite:///{tmp_path}/bench.db")}
+    studies = {s.study_name: s.n_trials for s in optuna.get_all_study_summaries(f"sqlite:///{tmp_path}/bench.db")
+               if s.study_name.startswith("sgemm-")}  # not the hardware's ceilings
     assert studies == {"sgemm-vectorized-warmup": WARMUP, "sgemm-vectorized-versus": 4}, studies

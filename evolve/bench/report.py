@@ -104,7 +104,8 @@ def targets(r: dict[str, Any]) -> list[str]:
             out.append(f"{task}: {pct:.1f}% of copy bandwidth (>= 90), "
                        + ", ".join(f"{s['speedup_of_found'][p]:.2f}x vs {p}" for p in peers)
                        + (f" ({', '.join(missing)} not timed)" if missing else "")
-                       + (" — met" if ok else " — NOT MET"))
+                       + (" — met" if ok else " — NOT MET")
+                       + "".join(f"; {_margin(found, rows[p])} than {p}" for p in faster))
         elif task == "sgemm":
             blas = next((n for n in rows if n.startswith("cuBLAS")), None)
             if blas:
@@ -198,6 +199,14 @@ def plot_throughput(t: dict[str, Any], path: Path) -> None:
 
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{x:.1f}"
+
+
+def _margin(found: dict[str, Any], peer: dict[str, Any]) -> str:
+    """How much slower the found kernel is, and whether that is inside the measurements' noise
+    (the larger of the two IQRs): a difference that small is a tie, but still not 'as fast'."""
+    gap = found["ms"] - peer["ms"]
+    noise = max(found.get("iqr_ms") or 0.0, peer.get("iqr_ms") or 0.0)
+    return f"{100 * gap / peer['ms']:.1f}% slower" + (" (inside the IQRs)" if gap <= noise else "")
 
 
 def _num(x: float | None) -> str:

@@ -1,11 +1,12 @@
 // One block per row, two passes over the row with the second served by L2: pass 1 reads the row
-// with an L2 evict_last hint (it is about to be read again) and sums d and d*d of
+// asking the caches to keep it (it is about to be read again) and sums d and d*d of
 // d = x - x[row, 0] (the shift avoids the cancellation of E[x^2] - E[x]^2); pass 2 re-reads it
-// with evict_first (done with it), gamma and beta with evict_last (every row reads them), and
+// marked evict-first (done with it), gamma and beta marked keep (every row reads them), and
 // writes y. Nothing is held in registers across the passes, so blocks stay small and many rows
-// are in flight per SM. Each thread issues UNROLL 16-byte loads at a time. HINT: 0 plain loads,
-// 1 the L2 hints above, 2 also streaming (evict-first) stores of y. cols % 4 != 0 or unaligned
-// pointers take the same two passes with scalar accesses.
+// are in flight per SM. Each thread issues UNROLL 16-byte loads at a time. LOAD: 0 plain
+// read-only loads; 1 read-only loads with an L2 eviction policy; 2 L1 eviction priorities and an
+// L2 eviction policy. STORE: 0 plain stores of y, 1 streaming (evict-first) stores. cols % 4 != 0
+// or unaligned pointers take the same two passes with scalar accesses.
 /*@evolve
 kernels:
   - name: layernorm_two_pass
@@ -14,8 +15,9 @@ kernels:
     args: [x, gamma, beta, y, rows, cols]
 tunables:
   BLOCK: {values: [128, 256, 512, 1024], default: 256}
-  UNROLL: {values: [1, 2, 4, 8], default: 2}
-  HINT: {values: [0, 1, 2], default: 1}
+  UNROLL: {values: [1, 2, 4], default: 2}
+  LOAD: {values: [0, 1, 2], default: 2}
+  STORE: {values: [0, 1], default: 0}
 restrictions:
   - BLOCK * UNROLL <= 2048   # a row of 4096 floats is 1024 float4s: more would idle threads
 */
@@ -38,20 +40,28 @@ __device__ __forceinline__ float block_sum(float v, float* sh) {
     return warp_sum(lane < NWARPS ? sh[lane] : 0.f);
 }
 
-// L2 eviction priority through a cache policy (sm_80 and later; older GPUs load plainly).
+// Cache eviction hints (sm_80 and later; older GPUs load plainly): an L2 eviction policy, and
+// with LOAD == 2 the matching L1 eviction priority on a plain (not read-only path) load.
 #define EVICT_LAST 0
 #define EVICT_FIRST 1
 
 template <int PRIORITY>
 __device__ __forceinline__ float4 load(const float4* p) {
 #if __CUDA_ARCH__ >= 800
-    if (HINT) {
+    if (LOAD) {
         unsigned long long policy;
+        float4 v;
         if (PRIORITY == EVICT_LAST) asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
         else asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-        float4 v;
-        asm("ld.global.nc.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
-            : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy));
+        if (LOAD == 1)
+            asm("ld.global.nc.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy));
+        else if (PRIORITY == EVICT_LAST)
+            asm("ld.global.L1::evict_last.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy));
+        else
+            asm("ld.global.L1::evict_first.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy));
         return v;
     }
 #endif
@@ -118,7 +128,7 @@ layernorm_two_pass(const float* __restrict__ x, const float* __restrict__ gamma,
                                                  (t[u].y - mean) * rstd * g[u].y + b[u].y,
                                                  (t[u].z - mean) * rstd * g[u].z + b[u].z,
                                                  (t[u].w - mean) * rstd * g[u].w + b[u].w);
-                    if (HINT == 2) __stcs(y4 + i, o);
+                    if (STORE) __stcs(y4 + i, o);
                     else y4[i] = o;
                 }
             }

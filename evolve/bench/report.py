@@ -55,7 +55,7 @@ def _speed(speed: dict[str, Any]) -> list[str]:
             sp = s["speedup_of_found"].get(row["name"])
             lines.append(
                 f"| {row['name']} | {row['ms']:.4f} | {row['iqr_ms']:.4f} | {row['gbps']:.0f} | "
-                f"{row['tflops']:.2f} | {row['pct_ceiling']:.1f} | {_pct(row.get('pct_copy'))} | "
+                f"{row['tflops']:.2f} | {row['pct_ceiling']:.1f} | {_tenths(row.get('pct_copy'))} | "
                 f"{'—' if sp is None else f'{sp:.2f}x'} |")
         lines.append("")
     return lines
@@ -79,7 +79,7 @@ def _throughput(t: dict[str, Any]) -> list[str]:
             x = vs.get(tool)
             if isinstance(x, dict) and "per_min" in x:
                 lines.append(f"| {tool} | {x['candidates']} | {x['wall_s']:.1f} | {x['per_min']:.1f} | "
-                             f"{_num(x.get('best_ms'))} | {x.get('warmup_s', float('nan')):.1f} |")
+                             f"{_num(x.get('best_ms'))} | {_tenths(x.get('warmup_s'))} |")
             elif x:
                 lines.append(f"| {tool} | {x} | | | | |")
         lines.append("")
@@ -197,7 +197,7 @@ def plot_throughput(t: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def _pct(x: float | None) -> str:
+def _tenths(x: float | None) -> str:
     return "—" if x is None else f"{x:.1f}"
 
 

@@ -51,8 +51,9 @@ def make_sampler(name: str, seed: int | None) -> BaseSampler:
 
 
 class _Exhaustive(optuna.samplers.BruteForceSampler):
-    """Every configuration once, in random order. Stopping is the tuner's call: the stock
-    sampler calls ``study.stop()``, which only works inside ``study.optimize``."""
+    """Every configuration once, in random order where the tuner's climb does not pick. Stopping
+    is the tuner's call: the stock sampler calls ``study.stop()``, which only works inside
+    ``study.optimize``."""
 
     def after_trial(self, *args: object, **kwargs: object) -> None:
         pass

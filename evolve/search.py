@@ -52,6 +52,7 @@ Callback = Callable[[Variant, Mapping[str, int], Measurement], None]
 @dataclass(frozen=True)
 class SearchSettings:
     sampler: str = "tpe"
+    climb: bool = True  # each variant: neighbours of its best first, then the sampler's picks
     n_trials: int = 100
     timeout_s: float | None = None  # search time summed over resumes
     seed: int | None = None
@@ -64,6 +65,7 @@ class SearchSettings:
     def from_config(cls, cfg: Mapping[str, Any]) -> SearchSettings:
         return cls(
             sampler=str(cfg.get("sampler", "tpe")),
+            climb=bool(cfg.get("climb", True)),
             n_trials=int(cfg.get("n_trials", 100)),
             timeout_s=None if cfg.get("timeout") is None else float(cfg["timeout"]),
             seed=None if cfg.get("seed") is None else int(cfg["seed"]),
@@ -135,7 +137,7 @@ class Search:
         if vid not in self.tuners:
             v = self.variants.get(vid)
             self.tuners[vid] = VariantTuner(
-                vid, v.spec, make_sampler(self.s.sampler, self.s.seed), self.s.seed
+                vid, v.spec, make_sampler(self.s.sampler, self.s.seed), self.s.seed, self.s.climb
             )
         return self.tuners[vid]
 

@@ -8,6 +8,12 @@ costs no budget: it is snapped to the nearest valid configuration not measured y
 space, as Kernel Tuner's constraint-aware strategies do), which is measured and fed back as a
 trial of its own, so the sampler keeps searching where it wanted to and learns from what was
 measured there. An exhausted space is reported as such.
+
+With ``climb`` on, the search first climbs: while the best configuration measured so far has
+unmeasured neighbours (one step along one tunable), the proposal is snapped to the neighbour
+nearest to it, so the sampler picks the direction and the step stays local. A run measures each
+variant's default first, which the seed's author chose, so the climb starts from there; once the
+best is a local optimum (every neighbour measured), proposals go wherever the sampler sends them.
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ from evolve.spec import CandidateKey, LaunchSpec, candidate_key
 
 
 class VariantTuner:
-    def __init__(self, variant_id: str, spec: LaunchSpec, sampler: BaseSampler, seed: int | None):
+    def __init__(self, variant_id: str, spec: LaunchSpec, sampler: BaseSampler, seed: int | None,
+                 climb: bool = True):
         self.variant_id = variant_id
         self.spec = spec
+        self.climb = climb
         self.space = spec.space()
         self.dists = {t.name: IntDistribution(0, len(t.values) - 1) for t in spec.tunables}
         self.study = optuna.create_study(sampler=sampler, direction="minimize")
@@ -76,26 +84,39 @@ class VariantTuner:
             t.name: t.values[trial.suggest_int(t.name, 0, len(t.values) - 1)]
             for t in self.spec.tunables
         }
-        if self.spec.is_valid(cfg) and not self.known(cfg):
+        neighbours = self._unseen_neighbours_of_best() if self.climb else []
+        fresh = cfg in neighbours if neighbours else self.spec.is_valid(cfg) and not self.known(cfg)
+        if fresh:
             self.pending[candidate_key(self.variant_id, cfg)] = trial
             return cfg
         k = candidate_key(self.variant_id, cfg)
         if k in self.results:  # a repeat: the sampler learns the known value again
             self._tell(trial, self.results[k])
-        else:
+        else:  # invalid, pending, or off the climb: measured where it was snapped to instead
             self.study.tell(trial, state=TrialState.FAIL)
-        near = self._nearest_unseen(cfg)
+        near = self._nearest(cfg, neighbours or [c for c in self.space if not self.known(c)])
         self.mark_pending(near)  # observed later as a trial of its own
         return near
 
-    def _nearest_unseen(self, cfg: Mapping[str, int]) -> dict[str, int]:
-        """The valid, unmeasured configuration closest to ``cfg`` in index space (L1), ties
-        broken at random."""
+    def _unseen_neighbours_of_best(self) -> list[dict[str, int]]:
+        """Valid configurations neither measured nor pending, one index step from the best
+        measured one along one tunable ([] before any success)."""
+        done = [(v, k) for k, v in self.results.items() if v is not None]
+        if not done:
+            return []
+        best = self._indices(dict(min(done)[1][1]))
+        return [c for c in self.space if not self.known(c) and self._distance(c, best) == 1]
+
+    def _nearest(self, cfg: Mapping[str, int], among: list[dict[str, int]]) -> dict[str, int]:
+        """The configuration of ``among`` closest to ``cfg`` in index space, ties broken at random."""
         want = self._indices(cfg)
-        unseen = [c for c in self.space if not self.known(c)]
-        dist = [sum(abs(i - want[n]) for n, i in self._indices(c).items()) for c in unseen]
+        dist = [self._distance(c, want) for c in among]
         best = min(dist)
-        return self._rng.choice([c for c, d in zip(unseen, dist, strict=True) if d == best])
+        return self._rng.choice([c for c, d in zip(among, dist, strict=True) if d == best])
+
+    def _distance(self, cfg: Mapping[str, int], indices: Mapping[str, int]) -> int:
+        """L1 distance in index space between a configuration and a point given as indices."""
+        return sum(abs(i - indices[n]) for n, i in self._indices(cfg).items())
 
     def _tell(self, trial: Trial, value: float | None) -> None:
         if value is None:

@@ -142,3 +142,9 @@ def test_compare_writes_a_table_and_a_plot_with_every_method(softmax: RecordedSp
     assert all(f"| {name} |" in md for name in r["methods"]) and "failed: ValueError" in md
     png = plot(results | {"again": results[softmax.label]}, tmp_path / "efficiency.png")  # two panels
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_ours_measures_the_default_first_as_a_run_does(sgemm: RecordedSpace) -> None:
+    for climb in (True, False):
+        values = run_ours(sgemm, "tpe", 5, 0, climb)
+        assert values[0] == sgemm.times[sgemm.key(sgemm.spec.default)] and len(values) == 5

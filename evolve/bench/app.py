@@ -79,7 +79,7 @@ def _efficiency(e: dict[str, Any], out: Path) -> dict[str, Any]:
         log.info("efficiency: %s: %d seeds x %d evaluations per method", name, e["seeds"], e["budget"])
         space = efficiency.RecordedSpace.load(e["hardware"], task, variant)
         spaces[name] = efficiency.compare(space, list(e["ours"]), list(e["theirs"]), int(e["budget"]),
-                                          int(e["seeds"]), out / "kernel_tuner")
+                                          int(e["seeds"]), out / "kernel_tuner", climb=bool(e["climb"]))
     efficiency.plot(spaces, out / "efficiency.png")
     return {"spaces": spaces, "table": efficiency.table(spaces)}
 

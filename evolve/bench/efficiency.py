@@ -103,19 +103,22 @@ class RecordedSpace:
 # --- the methods -------------------------------------------------------------------------------------
 
 
-def run_ours(space: RecordedSpace, sampler: str, budget: int, seed: int) -> Values:
-    """cuda-evolve's tuner with one Optuna sampler: every proposal is one (counted) evaluation."""
+def run_ours(space: RecordedSpace, sampler: str, budget: int, seed: int, climb: bool = True) -> Values:
+    """cuda-evolve's tuner with one Optuna sampler, as a run drives it: the variant's default
+    first, then the tuner's proposals; each is one (counted) evaluation."""
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tuner = VariantTuner(space.label, space.spec, make_sampler(sampler, seed), seed)
+            tuner = VariantTuner(space.label, space.spec, make_sampler(sampler, seed), seed, climb)
             values: Values = []
-            while len(values) < budget and (cfg := tuner.propose()) is not None:
+            cfg: dict[str, int] | None = space.spec.default
+            while cfg is not None and len(values) < budget:
                 value = space.times[space.key(cfg)]
                 tuner.observe(cfg, value)
                 values.append(value)
+                cfg = tuner.propose() if len(values) < budget else None
     finally:
         optuna.logging.set_verbosity(verbosity)
     return values
@@ -257,16 +260,17 @@ def summarize(runs: list[Values], optimum: float, budget: int) -> dict[str, Any]
 
 
 def compare(space: RecordedSpace, ours: list[str], theirs: list[str], budget: int, seeds: int,
-            workdir: Path, jobs: int | None = None) -> dict[str, Any]:
-    """Every method on seeds 0..seeds-1, run in `jobs` processes (default: one per CPU). A method
-    that fails is reported with its error instead of a curve; ``wall_s`` sums its runs' own times.
+            workdir: Path, jobs: int | None = None, climb: bool = True) -> dict[str, Any]:
+    """Every method on seeds 0..seeds-1, run in `jobs` processes (default: one per CPU); ``climb``
+    as ``search.climb``. A method that fails is reported with its error instead of a curve;
+    ``wall_s`` sums its runs' own times.
     `plot` and `table` take these results by space label: ``{space.label: compare(space, ...)}``."""
     methods = [("cuda-evolve", s) for s in ours] + [("kernel_tuner", s) for s in theirs]
     out: dict[str, Any] = {}
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(jobs, mp_context=spawn, initializer=_import_kernel_tuner) as pool:
-        futures = {m: [pool.submit(_timed_run, *m, space, budget, seed, workdir) for seed in range(seeds)]
-                   for m in methods}
+        futures = {m: [pool.submit(_timed_run, *m, space, budget, seed, workdir, climb)
+                       for seed in range(seeds)] for m in methods}
         for (kind, method), runs in futures.items():
             name = f"{kind}:{method}"
             try:
@@ -289,10 +293,10 @@ def _import_kernel_tuner() -> None:
 
 
 def _timed_run(kind: str, method: str, space: RecordedSpace, budget: int, seed: int,
-               workdir: Path) -> tuple[Values, float]:
+               workdir: Path, climb: bool) -> tuple[Values, float]:
     start = time.perf_counter()
     if kind == "cuda-evolve":
-        values = run_ours(space, method, budget, seed)
+        values = run_ours(space, method, budget, seed, climb)
     else:
         values = run_kernel_tuner(space, method, budget, seed, workdir)
     return values, time.perf_counter() - start

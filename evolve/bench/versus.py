@@ -71,11 +71,12 @@ def kernel_tuner_rate(task_name: str, variant_name: str, budget: int, seed: int)
 
 
 def evolve_rate(task_name: str, variant_name: str, budget: int, out: Path) -> dict[str, Any]:
-    """cuda-evolve on the same space: a fresh process, random sampling, cold compile cache."""
+    """cuda-evolve on the same space: a fresh process, random sampling without the climb (the
+    same kind of draw as Kernel Tuner's), cold compile cache."""
     def search(n: int, name: str) -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as cache, _env("EVOLVE_CACHE_DIR", cache):
             return run_search(task_name, out, n, "random", [
-                f"task.seeds=[{task_name}/{variant_name}.cu]", "search.verify=false",
+                f"task.seeds=[{task_name}/{variant_name}.cu]", "search.verify=false", "search.climb=false",
             ], name=f"{task_name}-{variant_name}-{name}")
 
     warmup_s = search(WARMUP, "warmup")["wall_s"]

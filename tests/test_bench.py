@@ -36,6 +36,27 @@ def test_run_search_returns_the_best_kernel_and_its_throughput(tmp_path: Path) -
     assert mix["candidates"] == 24 and mix["per_min"] == pytest.approx(tp.per_min)
 
 
+
+def test_kernel_tuner_gets_the_whole_device_uuid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CuPy cuts the UUID at its first zero byte; Kernel Tuner parses 16 bytes. The stand-in for
+    the driver call is the only fake: what is checked is the padding around it."""
+    import uuid
+
+    import cupy as cp
+
+    from evolve.bench.versus import _whole_device_uuid
+
+    def cut(device: int) -> dict[str, Any]:
+        return {"name": b"H200", "uuid": bytes([0x5a, 0x11])}
+
+    monkeypatch.setattr(cp.cuda.runtime, "getDeviceProperties", cut)
+    with pytest.raises(ValueError):
+        uuid.UUID(bytes=cp.cuda.runtime.getDeviceProperties(0)["uuid"])
+    with _whole_device_uuid():
+        props = cp.cuda.runtime.getDeviceProperties(0)
+        assert str(uuid.UUID(bytes=props["uuid"])).startswith("5a110000-") and props["name"] == b"H200"
+    assert cp.cuda.runtime.getDeviceProperties is cut
+
 def test_a_failed_search_names_its_log(tmp_path: Path) -> None:
     from evolve.errors import EvolveError
 

@@ -52,7 +52,8 @@ def kernel_tuner_rate(task_name: str, variant_name: str, budget: int, seed: int)
     def tune(fevals: int) -> tuple[list[dict[str, Any]], float]:
         np.random.seed(seed)
         random.seed(seed)
-        with tempfile.TemporaryDirectory() as cache, _env("CUPY_CACHE_DIR", cache):  # cold, as ours
+        with (tempfile.TemporaryDirectory() as cache, _env("CUPY_CACHE_DIR", cache),  # cold, as ours
+              _whole_device_uuid()):
             t0 = time.perf_counter()
             results, _ = tune_kernel(
                 spec.launches[0].kernel, variant.source, (int(n), int(m)), args, params,
@@ -85,6 +86,27 @@ def evolve_rate(task_name: str, variant_name: str, budget: int, out: Path) -> di
     return {"candidates": tp.candidates, "wall_s": found["wall_s"], "warmup_s": warmup_s,
             "per_min": 60 * tp.candidates / found["wall_s"], "per_min_in_search": tp.per_min,
             "shares": tp.shares(), "best_ms": found["best"]["time_ms"]}
+
+
+@contextlib.contextmanager
+def _whole_device_uuid() -> Iterator[None]:
+    """CuPy returns the device UUID as a C string, cut at its first zero byte, and Kernel Tuner's
+    CuPy backend fails ("bytes is not a 16-char string") on a GPU whose UUID holds one (one of the
+    two H200s of a node, 2026-11-30). Kernel Tuner only records the UUID, so pad it back to 16."""
+    import cupy as cp
+
+    runtime = cp.cuda.runtime
+    original = runtime.getDeviceProperties
+
+    def padded(device: int) -> dict[str, Any]:
+        props = original(device)
+        return props | {"uuid": props["uuid"].ljust(16, b"\0")}
+
+    runtime.getDeviceProperties = padded
+    try:
+        yield
+    finally:
+        runtime.getDeviceProperties = original
 
 
 @contextlib.contextmanager

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from test_search import evolve
 
+from evolve.task import builtin_task
+
 
 def _get(url: str) -> bytes:
     with urllib.request.urlopen(url, timeout=10) as r:
@@ -42,7 +44,8 @@ def test_dashboard_shows_trials_metrics_and_sources(in_tmp: Path) -> None:
         sid = next(s["study_id"] for s in studies if s["study_name"] == "dash")
         study = json.loads(_get(f"{base}/api/studies/{sid}?after=0"))
         assert study["objective_names"] == ["time_ms"]
-        assert {a["filename"] for a in study["artifacts"]} == {"naive.cu", "tiled.cu"}
+        assert {a["filename"] for a in study["artifacts"]} == {
+            p.name for p in builtin_task("transpose").seed_paths}
         assert len(study["trials"]) == 5
         for t in study["trials"]:
             attrs = {a["key"]: a["value"] for a in t["user_attrs"]}

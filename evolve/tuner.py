@@ -100,12 +100,21 @@ class VariantTuner:
 
     def _unseen_neighbours_of_best(self) -> list[dict[str, int]]:
         """Valid configurations neither measured nor pending, one index step from the best
-        measured one along one tunable ([] before any success)."""
+        measured one along one tunable ([] before any success), in the space's order so that a
+        seeded tie-break picks the same one whichever way they were found."""
         done = [(v, k) for k, v in self.results.items() if v is not None]
         if not done:
             return []
-        best = self._indices(dict(min(done)[1][1]))
-        return [c for c in self.space if not self.known(c) and self._distance(c, best) == 1]
+        best = dict(min(done)[1][1])
+        near = []
+        for t in self.spec.tunables:
+            i = t.values.index(best[t.name])
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(t.values):
+                    cfg = {u.name: t.values[j] if u is t else best[u.name] for u in self.spec.tunables}
+                    if self.spec.is_valid(cfg) and not self.known(cfg):
+                        near.append(cfg)
+        return sorted(near, key=lambda c: list(self._indices(c).values()))  # the space's order
 
     def _nearest(self, cfg: Mapping[str, int], among: list[dict[str, int]]) -> dict[str, int]:
         """The configuration of ``among`` closest to ``cfg`` in index space, ties broken at random."""

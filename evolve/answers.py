@@ -10,9 +10,7 @@ from __future__ import annotations
 import re
 
 from evolve.errors import SpecError
-from evolve.spec import Variant
-
-MAX_SOURCE_CHARS = 100_000
+from evolve.spec import MAX_SOURCE_CHARS, Variant
 
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)```", re.S)
 _BLOCK = re.compile(

@@ -7,6 +7,7 @@ sources are data: they go to NVRTC and nowhere else, and may include only CUDA's
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -16,8 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from evolve.cubin import CubinError, inspect
 from evolve.errors import EvolveError
-from evolve.spec import normalize_source
+from evolve.spec import MAX_SOURCE_CHARS, normalize_source
 
 ALLOWED_INCLUDES = frozenset({
     "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "cuda_runtime.h", "cuda/std/cstdint",
@@ -25,8 +27,9 @@ ALLOWED_INCLUDES = frozenset({
     "cuda_pipeline.h", "cuda/pipeline", "cuda/barrier", "math_constants.h",
     "stdint.h", "cstdint", "float.h", "cfloat", "limits.h", "climits",
 })
-CACHE_VERSION = "2"
+CACHE_VERSION = "3"
 CACHE_DIR = Path(os.environ.get("EVOLVE_CACHE_DIR", Path.home() / ".cache" / "cuda-evolve")) / "cubin"
+MAX_CACHE_BYTES = 2 << 30  # the cubin cache keeps the most recently used entries under this
 
 # Preprocessor directives after line splicing; "%:" is the digraph for "#".
 _DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(\w+)(.*)$", re.M)
@@ -35,7 +38,14 @@ _PRINTF = re.compile(r"\bv?printf\b")
 _STACK = re.compile(r"(\d+) bytes stack frame")
 _PTXAS_INFO = re.compile(r"ptxas (info|\s+\.)")  # the resource report, not warnings or errors
 MAX_LOCAL_BYTES = 16 * 1024  # per-thread local memory (stack frame) a candidate may use
-_PATHS = re.compile(r"(?:/[\w.+-]+)+/([\w.+-]+\.(?:cu|h|hpp|cuh))")
+# A module's own __device__ memory outlives a launch: a cache of earlier inputs or results, or a
+# request that exhausts the GPU when the module loads. Kernels that need state declare scratch.
+MAX_MODULE_GLOBAL_BYTES = 64 * 1024
+MAX_CUBIN_BYTES = 8 << 20  # seeds compile to < 200 KiB; a huge one is an initializer bomb
+MAX_LOG_CHARS = 64 * 1024  # compiler output kept (and parsed) per compile
+# One run of path characters: linear to scan, whatever the compiler prints.
+_PATH = re.compile(r"/[\w.+/-]+")
+_SOURCE_FILE = re.compile(r"[\w.+-]+\.(?:cu|h|hpp|cuh)")
 
 
 @dataclass(frozen=True)
@@ -54,14 +64,19 @@ class SourceRejected(CompileError):
     """The source or the code it compiles to uses something candidates may not use."""
 
 
-# Device-side calls a candidate may not make, found in the cubin whatever the source did to hide
-# them (token pasting, macros): printf floods the host, malloc drains a heap shared by candidates.
-_FORBIDDEN_SYMBOLS = {b"\x00vprintf\x00": "printf", b"\x00malloc\x00": "malloc",
-                      b"\x00free\x00": "free"}
+# The only function a module may call without defining it: assert's, which ends the launch with
+# an error. Every other undefined function is a driver system call (printf floods the host; the
+# device heap is shared by candidates; device-side launches escape the spec's grid and block
+# checks), found in the cubin whatever the source did to hide it (token pasting, macros, aliases).
+ALLOWED_SYSCALLS = frozenset({"__assertfail"})
+_SYSCALL_NAMES = {"vprintf": "device printf", "malloc": "device malloc", "free": "device malloc",
+                  "__cuda_syscall_aligned_malloc": "device malloc"}
 
 
 def check_source(source: str) -> str | None:
     """Why the source may not be compiled (a forbidden include or device printf), or None."""
+    if len(source) > MAX_SOURCE_CHARS:
+        return f"the source is longer than {MAX_SOURCE_CHARS} characters"
     spliced = source.replace("\\\r\n", "").replace("\\\n", "")
     for m in _DIRECTIVE.finditer(spliced):
         directive, rest = m.group(1), m.group(2)
@@ -96,8 +111,14 @@ def _cuda_include_dirs() -> tuple[str, ...]:
 
 
 def sanitize(log: str) -> str:
-    """Compiler output without host paths; only the file's own name is kept."""
-    return _PATHS.sub(r"\1", log).strip()
+    """Compiler output without host paths (only a source file's own name is kept), cut to a bound."""
+
+    def strip(m: re.Match[str]) -> str:
+        path = m.group(0)
+        head, _, name = path.rpartition("/")
+        return name if head and _SOURCE_FILE.fullmatch(name) else path
+
+    return _PATH.sub(strip, log[:MAX_LOG_CHARS]).strip()
 
 
 def first_error(log: str) -> str:
@@ -123,7 +144,10 @@ def compile_cuda(source: str, defines: Mapping[str, object], arch: str,
     key = hashlib.sha256("\0".join(parts).encode()).hexdigest()
     path = CACHE_DIR / f"{key}.cubin"
     if cache and path.is_file():
-        return Compiled(path.read_bytes(), "", 0.0, True)
+        with contextlib.suppress(OSError):  # evicted meanwhile: compile it again
+            cubin = path.read_bytes()
+            os.utime(path)  # recently used: kept by the eviction
+            return Compiled(cubin, "", 0.0, True)
     t0 = time.perf_counter()
     prog = nvrtc.createProgram(source, "kernel.cu", [], [])
     try:
@@ -135,23 +159,58 @@ def compile_cuda(source: str, defines: Mapping[str, object], arch: str,
         cubin = nvrtc.getCUBIN(prog)
     finally:
         nvrtc.destroyProgram(prog)
+    log = "\n".join(ln for ln in verbose.splitlines() if not _PTXAS_INFO.match(ln)).strip()
+    _check_compiled(cubin, verbose, log)
+    seconds = time.perf_counter() - t0
+    if cache:
+        _store(path, cubin)
+    return Compiled(cubin, log, seconds, False)
+
+
+def _check_compiled(cubin: bytes, verbose: str, log: str) -> None:
+    """Refuse what the compiled module would do that a candidate may not (SourceRejected)."""
+    if len(cubin) > MAX_CUBIN_BYTES:
+        raise SourceRejected(f"compiles to {len(cubin)} bytes of code and data; "
+                             f"the limit is {MAX_CUBIN_BYTES}")
     stack = max((int(n) for n in _STACK.findall(verbose)), default=0)
     if stack > MAX_LOCAL_BYTES:
         raise SourceRejected(f"uses {stack} bytes of local memory (stack frame) per thread; "
                              f"the limit is {MAX_LOCAL_BYTES}")
-    log = "\n".join(ln for ln in verbose.splitlines() if not _PTXAS_INFO.match(ln)).strip()
-    for symbol, name in _FORBIDDEN_SYMBOLS.items():
-        if symbol in cubin:
-            raise SourceRejected(f"device {name} is not allowed (found in the compiled code)")
     if "cannot be statically determined" in verbose:
         raise SourceRejected(f"unbounded stack (recursion?) is not allowed: {first_error(log)}")
-    seconds = time.perf_counter() - t0
-    if cache:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(cubin)
-        tmp.replace(path)
-    return Compiled(cubin, log, seconds, False)
+    try:
+        info = inspect(cubin)
+    except CubinError as exc:
+        raise SourceRejected(f"the compiled module cannot be checked: {exc}") from None
+    for name in sorted(info.undefined - ALLOWED_SYSCALLS):
+        what = _SYSCALL_NAMES.get(name, "a driver system call")
+        raise SourceRejected(f"{what} is not allowed (the compiled code calls {name}; "
+                             "a kernel may call only functions it defines)")
+    if info.global_bytes > MAX_MODULE_GLOBAL_BYTES:
+        raise SourceRejected(
+            f"declares {info.global_bytes} bytes of __device__ memory; "
+            f"the limit is {MAX_MODULE_GLOBAL_BYTES} "
+            "(state that outlives a launch belongs in a scratch buffer of the launch spec)")
+
+
+def _store(path: Path, cubin: bytes) -> None:
+    """Write one cache entry atomically, then drop the least recently used ones over the cap."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(cubin)
+    tmp.replace(path)
+    entries = []
+    for p in path.parent.glob("*.cubin"):
+        with contextlib.suppress(OSError):  # another process may evict it at the same time
+            st = p.stat()
+            entries.append((st.st_mtime, st.st_size, p))
+    total = sum(size for _, size, _ in entries)
+    for _, size, p in sorted(entries):
+        if total <= MAX_CACHE_BYTES:
+            break
+        with contextlib.suppress(OSError):
+            p.unlink()
+        total -= size
 
 
 def _nvrtc():

@@ -68,6 +68,7 @@ class Expr:
         if len(nodes) > MAX_NODES:
             raise SpecError(f"expression {self.text!r} has more than {MAX_NODES} parts")
         self._tree = tree.body
+        self.size = len(nodes)  # the work of one evaluation, for bounds on enumerations
         self.names = frozenset(
             n.id for n in nodes if isinstance(n, ast.Name) and n.id not in _FUNCS
         )

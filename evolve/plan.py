@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from evolve.cubin import CubinInfo
 from evolve.errors import SpecError
 from evolve.expr import Expr
 from evolve.hardware import Hardware
@@ -18,6 +19,7 @@ from evolve.task import Task
 MAX_GRID = (2**31 - 1, 65535, 65535)
 MAX_BLOCK = (1024, 1024, 64)
 MAX_SCRATCH_BYTES = 1 << 32  # 4 GiB, and never more than 4x the task's own buffers
+ARG_BYTES = {"buffer": 8, "int32": 4}  # what the harness passes: a device pointer, an int
 
 
 @dataclass(frozen=True)
@@ -107,3 +109,28 @@ def _prod(shape: tuple[int, ...]) -> int:
     for d in shape:
         n *= d
     return n
+
+
+def param_mismatch(plan: Plan, info: CubinInfo) -> str | None:
+    """Why a compiled kernel's parameters differ from what the plan passes to it, or None.
+
+    The driver copies each parameter from host memory by the size the kernel declares: a kernel
+    declaring more or larger parameters than the harness passes would read the worker's memory.
+    Kernels missing from the module are left to the loader, which reports them as not found."""
+    for call in plan.calls:
+        declared = info.params.get(call.kernel)
+        if declared is None:
+            continue
+        passed = [ARG_BYTES[kind] for kind, _ in call.args]
+        offset, expected = 0, []
+        for size in passed:
+            offset = -(-offset // size) * size
+            expected.append((offset, size))
+            offset += size
+        got = [(p.offset, p.size) for p in declared]
+        if got != expected or info.param_bytes.get(call.kernel, offset) != offset:
+            sizes = ", ".join(str(p.size) for p in declared) or "none"
+            return (f"kernel {call.kernel} takes {len(declared)} parameters ({sizes} bytes) but the spec "
+                    f"passes {len(passed)} ({', '.join(map(str, passed)) or 'none'} bytes: "
+                    "a pointer per buffer, an int per expression); make its parameter list match 'args'")
+    return None

@@ -37,17 +37,23 @@ import yaml
 from evolve.errors import SpecError
 from evolve.expr import Expr
 
+MAX_SOURCE_CHARS = 100_000
 MAX_SPEC_CHARS = 16_000
 MAX_KERNELS = 8
 MAX_TUNABLES = 12
 MAX_VALUES = 64
 MAX_SPACE = 200_000
+MAX_RESTRICTIONS = 32
+# Enumerating the space evaluates every restriction at every configuration: the search process
+# bounds that work (configurations x restriction terms), not only the number of configurations.
+MAX_ENUMERATION = 2_000_000
 DTYPES = {"float32": 4, "float64": 8, "float16": 2, "int32": 4, "int64": 8, "uint32": 4}
 
-_HEADER = re.compile(r"/\*@evolve\b(.*?)\*/", re.S)
+# An unterminated comment runs to the end: one scan, however many openers there are.
+_HEADER = re.compile(r"/\*@evolve\b(.*?)(\*/|\Z)", re.S)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _COMMENT_OR_STRING = re.compile(
-    r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S
+    r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S
 )
 _RESERVED = {"min", "max", "ceil_div", "and", "or", "not"}
 
@@ -157,20 +163,19 @@ def normalize_source(source: str) -> str:
 
 
 def parse_spec(source: str) -> LaunchSpec:
-    headers = _HEADER.findall(source)
+    if len(source) > MAX_SOURCE_CHARS:
+        raise SpecError(f"the source is longer than {MAX_SOURCE_CHARS} characters")
+    headers = list(_HEADER.finditer(source))
     if not headers:
         raise SpecError("no launch spec: the source needs one /*@evolve ... */ header comment")
     if len(headers) > 1:
         raise SpecError("more than one /*@evolve ... */ header comment")
-    text = headers[0]
+    text, end = headers[0].group(1, 2)
+    if not end:
+        raise SpecError("the /*@evolve header comment is not closed with */")
     if len(text) > MAX_SPEC_CHARS:
         raise SpecError(f"launch spec longer than {MAX_SPEC_CHARS} characters")
-    try:
-        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=yaml.SafeLoader)):
-            raise SpecError("YAML aliases are not allowed in a launch spec")
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SpecError(f"launch spec is not valid YAML: {str(exc).splitlines()[0]}") from None
+    raw = _load_yaml(text, first_line=source.count("\n", 0, headers[0].start(1)) + 1)
     if not isinstance(raw, dict):
         raise SpecError("launch spec must be a YAML mapping with 'kernels' and 'tunables'")
     _only_keys(raw, {"kernels", "scratch", "tunables", "restrictions"}, "spec")
@@ -186,8 +191,10 @@ def parse_spec(source: str) -> LaunchSpec:
         raise SpecError(f"at most {MAX_KERNELS} kernel launches")
     launches = tuple(_launch(i, k) for i, k in enumerate(kernels))
     restrictions = raw.get("restrictions") or []
-    if not isinstance(restrictions, list):
-        raise SpecError("'restrictions' must be a list of conditions")
+    if not isinstance(restrictions, list) or len(restrictions) > MAX_RESTRICTIONS:
+        raise SpecError(f"'restrictions' must be a list of at most {MAX_RESTRICTIONS} conditions")
+    if any(isinstance(r, bool | dict | list) or r is None for r in restrictions):
+        raise SpecError("each restriction must be a condition over the tunables, e.g. BLOCK * UNROLL <= 4096")
     restr = tuple(Expr(r) for r in restrictions)
 
     tnames = {t.name for t in tunables}
@@ -202,12 +209,43 @@ def parse_spec(source: str) -> LaunchSpec:
         space *= len(t.values)
     if space > MAX_SPACE:
         raise SpecError(f"search space of {space} configurations exceeds {MAX_SPACE}")
+    work = space * sum(r.size for r in restr)
+    if work > MAX_ENUMERATION:
+        raise SpecError(f"search space of {space} configurations times {sum(r.size for r in restr)} "
+                        f"restriction terms is too costly to enumerate (limit {MAX_ENUMERATION}); "
+                        "use fewer values or simpler restrictions")
     spec = LaunchSpec(launches, scratch, tunables, restr, raw)
     try:
         spec.check(spec.default)
     except SpecError as exc:
         raise SpecError(f"default tunables are invalid: {exc}") from None
     return spec
+
+
+def _load_yaml(text: str, first_line: int) -> Any:
+    """The spec's YAML as plain data; anything hostile (aliases, deep nesting, numbers Python
+    refuses to convert) is a SpecError, never another exception."""
+    try:
+        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=yaml.SafeLoader)):
+            raise SpecError("YAML aliases are not allowed in a launch spec")
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"launch spec is not valid YAML: {_yaml_reason(exc, first_line)}") from None
+    except (RecursionError, MemoryError):
+        raise SpecError("launch spec is nested too deeply") from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise SpecError(f"launch spec holds a value that cannot be read ({exc.__class__.__name__}: "
+                        f"{str(exc)[:200]})") from None
+
+
+def _yaml_reason(exc: yaml.YAMLError, first_line: int) -> str:
+    """The error and where it is in the source (the header's text starts at ``first_line``)."""
+    first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+    mark = getattr(exc, "problem_mark", None)
+    if mark is None:
+        return first
+    column = mark.column + 1 + (len("/*@evolve") if mark.line == 0 else 0)
+    return f"{getattr(exc, 'problem', None) or first} at line {first_line + mark.line}, column {column}"
 
 
 def _only_keys(d: Mapping[str, Any], allowed: set[str], where: str) -> None:

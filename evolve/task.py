@@ -20,6 +20,7 @@ import numpy as np
 from evolve import references
 from evolve.errors import EvolveError, SpecError
 from evolve.expr import Expr
+from evolve.inputs import fill_normal
 from evolve.paths import KERNELS_DIR
 from evolve.spec import DTYPES, Variant
 
@@ -86,19 +87,18 @@ class Task:
 
     def make_inputs(self, xp: Any, sizes: Mapping[str, int], seed: int) -> dict[str, Any]:
         """Fresh signed, scaled inputs for one round; the seed is secret to the kernel."""
+        out = {a.name: xp.empty(self.shape(a, sizes), dtype=a.dtype) for a in self.inputs}
+        self.fill_inputs(xp, out, seed)
+        return out
+
+    def fill_inputs(self, xp: Any, buffers: Mapping[str, Any], seed: int) -> None:
+        """Write the inputs ``make_inputs`` would make for ``seed`` into existing buffers: the
+        same values every time for the same seed, so they can be made again to check them."""
         params = np.random.default_rng(seed)
-        out = {}
         for i, arg in enumerate(self.inputs):
-            shape = self.shape(arg, sizes)
             scale = params.uniform(*arg.init.scale)
             shift = params.uniform(*arg.init.shift)
-            sub_seed = (seed * 1_000_003 + i) % 2**63
-            if xp is np:
-                v = np.random.default_rng(sub_seed).standard_normal(shape, dtype=np.float32)
-            else:
-                v = xp.random.RandomState(sub_seed).standard_normal(shape, dtype=xp.float32)
-            out[arg.name] = (v * np.float32(scale) + np.float32(shift)).astype(arg.dtype, copy=False)
-        return out
+            fill_normal(xp, buffers[arg.name], (seed * 1_000_003 + i) % 2**64, scale, shift)
 
     def expected(self, xp: Any, inputs: Mapping[str, Any], sizes: Mapping[str, int]) -> dict[str, Any]:
         """The float64 reference outputs, shaped like the task's outputs."""

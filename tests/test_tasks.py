@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from conftest import TASKS, hardware_config, task, task_config
 
-from evolve.correctness import admit, compare, trivial_outputs
+from evolve.correctness import admit, compare, trivial_outputs, unwritten_fill
 from evolve.errors import EvolveError, SpecError
 from evolve.hardware import named
 from evolve.plan import make_plan
@@ -95,9 +95,26 @@ def test_trivial_outputs_cover_the_design_cases() -> None:
     t = task("softmax")
     sizes = t.correctness_sizes[1]
     inputs = t.make_inputs(np, sizes, 0)
-    cases = trivial_outputs(t, sizes, inputs, t.expected(np, inputs, sizes))
+    cases = trivial_outputs(t, sizes, inputs, t.expected(np, inputs, sizes), {"y": np.nan})
     assert set(cases) == {"no-op", "zeros", "constant", "identity"}
     assert np.isnan(cases["no-op"]["y"]).all()
+
+
+def test_integer_outputs_are_compared_exactly_and_unwritten_ones_found() -> None:
+    """An int32 output is pre-filled with a random value, not NaN (which crashed the worker)."""
+    rng = np.random.default_rng(1)
+    fill = unwritten_fill("int32", rng)
+    assert isinstance(fill, int) and np.iinfo(np.int32).min <= fill <= np.iinfo(np.int32).max
+    assert np.isnan(unwritten_fill("float16", rng))
+    ref = np.arange(10, dtype=np.float64)
+    out = np.full(10, fill, dtype=np.int32)
+    out[:7] = np.arange(7)
+    tol = Tolerance(atol=0.5, rtol=0.5, l2=0.5)  # integers ignore float tolerances
+    assert "3 of 10 elements not written (first at index 7)" in compare(np, "i", out, ref, tol, fill)
+    out[7:] = [7, 8, 10]
+    assert "1 of 10 elements differ; first at index 9: got 10, expected 9" in compare(np, "i", out, ref, tol, fill)
+    out[9] = 9
+    assert compare(np, "i", out, ref, tol, fill) is None
 
 
 def test_plan_limits() -> None:

@@ -34,8 +34,8 @@ class CupyBackend:
         hw = from_device(props) if target is None else check_device(target, props)
         self._key = f"{props['name']}|driver {props['driver']}"
         self.worker.init = {
-            "task": dict(task.config), "hardware": hw.to_dict(),
-            "settings": self.settings, "secret": secrets.randbits(62),
+            "task": dict(task.config), "correctness_sizes": list(task.correctness_sizes),
+            "hardware": hw.to_dict(), "settings": self.settings, "secret": secrets.randbits(62),
         }
         self.worker.call("init", self.worker.init, STARTUP_TIMEOUT_S)
         self._defines, self._arch = dict(task.defines), hw.arch

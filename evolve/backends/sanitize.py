@@ -69,7 +69,8 @@ def _main(path: str) -> int:
     """Inside the sanitizer: run the candidate's correctness check once at the small sizes."""
     import dataclasses
 
-    from evolve.backends.gpu import GpuEvaluator, TimingSettings
+    from evolve.backends.gpu import GpuEvaluator
+    from evolve.backends.timing import TimingSettings
     from evolve.task import load_task
 
     req = json.loads(Path(path).read_text())

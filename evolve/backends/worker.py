@@ -45,10 +45,12 @@ def serve(conn: Connection, device: int) -> None:
     try:
         import cupy as cp
 
-        from evolve.backends import gpu
+        from evolve.backends import device as gpu_device
+        from evolve.backends import gpu, timing
+        from evolve.backends.failure import Crashed
 
         cp.cuda.Device(device).use()
-        props = gpu.device_properties(device)
+        props = gpu_device.device_properties(device)
     except ImportError as exc:
         conn.send(("error", f"CuPy is not installed ({exc}): pip install -e '.[cuda13]' (or '.[cuda12]')"))
         return
@@ -64,28 +66,38 @@ def serve(conn: Connection, device: int) -> None:
             return
         try:
             if op == "init":
+                import dataclasses
+
                 from evolve.hardware import Hardware
                 from evolve.task import load_task
 
+                task = dataclasses.replace(load_task(payload["task"]),
+                                           correctness_sizes=tuple(payload["correctness_sizes"]))
                 evaluator = gpu.GpuEvaluator(
-                    load_task(payload["task"]),
+                    task,
                     Hardware.from_dict(payload["hardware"]),
-                    gpu.TimingSettings.from_config(payload["settings"]),
+                    timing.TimingSettings.from_config(payload["settings"]),
                     payload["secret"],
                 )
                 conn.send(("ok", None))
             elif op == "evaluate":
-                m = evaluator.evaluate(payload["source"], payload["tunables"], payload["sizes"],
-                                       on_compiled=lambda: conn.send(("stage", "compiled")))
+                try:
+                    m = evaluator.evaluate(payload["source"], payload["tunables"], payload["sizes"],
+                                           on_compiled=lambda: conn.send(("stage", "compiled")))
+                except Crashed:
+                    raise
+                except Exception as exc:  # whatever a candidate provoked is that candidate's end
+                    raise Crashed(f"the evaluator failed on this candidate ({exc.__class__.__name__}: "
+                                  f"{str(exc)[:500]})") from None
                 conn.send(("ok", m.to_dict()))
             elif op == "ceilings":
                 conn.send(("ok", evaluator.ceilings()))
             elif op == "stop":
                 return
-        except gpu.Crashed as exc:
+        except Crashed as exc:
             conn.send(("crashed", str(exc)[:1000]))
             conn.close()
-            # The context is unusable: leave at once, skipping CuPy's cleanup, which would only
+            # The context may be unusable: leave at once, skipping CuPy's cleanup, which would only
             # print a traceback for every buffer it can no longer free. The parent starts a new one.
             os._exit(3)
         except Exception as exc:

@@ -55,7 +55,8 @@ def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_modes: 
     timed interleaved. Rows carry time, IQR, throughput and the fraction of the ceilings."""
     import cupy as cp
 
-    from evolve.backends.gpu import GpuEvaluator, TimingSettings
+    from evolve.backends.gpu import GpuEvaluator
+    from evolve.backends.timing import TimingSettings
 
     sizes = task.timing_sizes[0]
     inputs = task.make_inputs(cp, sizes, seed=20261129)

@@ -81,19 +81,23 @@ def _inspect(data: memoryview) -> CubinInfo:
         raise CubinError("no section name table")
     sections = [_Section(_cstr(data, names[2], names[3], n), t, o, s, lk, e) for n, t, o, s, lk, e in raw]
 
+    # a module's own memory: its sections' sizes, or the extent of the objects in them, whichever
+    # is larger (ptxas records a 100 GiB array with a section size of 0 and the array's true size)
+    extent = {i: s.size for i, s in enumerate(sections) if s.name in (".nv.global", ".nv.global.init")}
     undefined: set[str] = set()
     for sec in sections:
         if sec.type != _SHT_SYMTAB or sec.entsize < 24 or sec.link >= len(sections):
             continue
         strtab = sections[sec.link]
         for off in range(sec.offset, sec.offset + sec.size - 23, sec.entsize):
-            name, info, _other, shndx = struct.unpack_from("<IBBH", data, off)
+            name, info, _other, shndx, value, size = struct.unpack_from("<IBBHQQ", data, off)
             bind, kind = info >> 4, info & 0xF
+            if shndx in extent:
+                extent[shndx] = max(extent[shndx], value + size)
             if (shndx == _SHN_UNDEF and bind != _STB_LOCAL and kind in (_STT_FUNC, _STT_NOTYPE)
                     and (sym := _cstr(data, strtab.offset, strtab.size, name))):
                 undefined.add(sym)
-
-    global_bytes = sum(s.size for s in sections if s.name in (".nv.global", ".nv.global.init"))
+    global_bytes = sum(extent.values())
     params: dict[str, tuple[Param, ...]] = {}
     param_bytes: dict[str, int] = {}
     for sec in sections:

@@ -44,6 +44,7 @@ MAX_TUNABLES = 12
 MAX_VALUES = 64
 MAX_SPACE = 200_000
 MAX_RESTRICTIONS = 32
+MAX_YAML_DEPTH = 16  # nested mappings and lists in a spec (its schema needs four)
 # Enumerating the space evaluates every restriction at every configuration: the search process
 # bounds that work (configurations x restriction terms), not only the number of configurations.
 MAX_ENUMERATION = 2_000_000
@@ -56,6 +57,7 @@ _COMMENT_OR_STRING = re.compile(
     r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S
 )
 _RESERVED = {"min", "max", "ceil_div", "and", "or", "not"}
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where present
 
 
 @dataclass(frozen=True)
@@ -226,9 +228,17 @@ def _load_yaml(text: str, first_line: int) -> Any:
     """The spec's YAML as plain data; anything hostile (aliases, deep nesting, numbers Python
     refuses to convert) is a SpecError, never another exception."""
     try:
-        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=yaml.SafeLoader)):
-            raise SpecError("YAML aliases are not allowed in a launch spec")
-        return yaml.safe_load(text)
+        depth = 0
+        for event in yaml.parse(text, Loader=_YAML_LOADER):  # stops at the first excess
+            if isinstance(event, yaml.AliasEvent):
+                raise SpecError("YAML aliases are not allowed in a launch spec")
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    raise SpecError(f"launch spec is nested deeper than {MAX_YAML_DEPTH} levels")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+        return yaml.load(text, Loader=_YAML_LOADER)  # a safe loader: plain data only
     except yaml.YAMLError as exc:
         raise SpecError(f"launch spec is not valid YAML: {_yaml_reason(exc, first_line)}") from None
     except (RecursionError, MemoryError):

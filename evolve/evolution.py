@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from evolve.answers import AnswerError, parse_child
-from evolve.llm import LLM, Completion, LLMError, Messages
+from evolve.llm import LLM, Completion, LLMError, Messages, Purpose
 from evolve.llm.budget import LLMBudget
 from evolve.llm.log import ExchangeLog, prompt_hash
 from evolve.population import Member
@@ -203,7 +203,7 @@ class Proposer:
         self.budget.reserve()
         completion = None
         try:
-            completion = self.llm.complete(messages)
+            completion = self.llm.complete(messages, self._purpose(plan))
             return completion
         except LLMError as exc:
             self.log.write("call", prompt_hash=prompt_hash(messages), proposal=plan.index,
@@ -220,6 +220,11 @@ class Proposer:
                                response=c.text, prompt_tokens=c.prompt_tokens,
                                completion_tokens=c.completion_tokens, cost_usd=c.cost_usd,
                                latency_s=round(c.latency_s, 3), attempts=c.attempts)
+
+    def _purpose(self, plan: Plan) -> Purpose:
+        names = [self.search.variants.meta.get(p, {}).get("name", p) for p in plan.parents]
+        return Purpose(plan.index, plan.operator, tuple(zip(plan.parents, names, strict=True)),
+                       self.prompts.answer_format(plan.operator == "mutate_diff"))
 
     # ---- committing (under the search lock) ---------------------------------------------
     def commit(self, plan: Plan, child: Variant | None, reason: str | None, calls: list[str],

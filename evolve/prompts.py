@@ -105,7 +105,8 @@ class Prompts:
             self._kernel(f"{k.name}", k) for k in kernels
         ) + "\n"
 
-    def _answer(self, diff: bool) -> str:
+    def answer_format(self, diff: bool) -> str:
+        """The answer-format instructions a prompt ends with (whole kernel, or edits)."""
         return self.t["answer_diff" if diff else "answer_full"].substitute().strip()
 
     def mutate(self, parent: KernelView, failures: Sequence[Failure], inspirations: Sequence[KernelView],
@@ -113,7 +114,7 @@ class Prompts:
         user = self.t["mutate"].substitute(
             task=self._task_block, parent=self._kernel(f"Parent: {parent.name}", parent),
             failures=self._failures(failures), inspirations=self._inspirations(inspirations),
-            answer_format=self._answer(diff),
+            answer_format=self.answer_format(diff),
         )
         return [self._system(), {"role": "user", "content": user.strip()}]
 
@@ -121,7 +122,7 @@ class Prompts:
         user = self.t["crossover"].substitute(
             task=self._task_block, parent=self._kernel(f"Parent A: {a.name}", a),
             other=self._kernel(f"Parent B: {b.name}", b), failures=self._failures(failures),
-            answer_format=self._answer(False),
+            answer_format=self.answer_format(False),
         )
         return [self._system(), {"role": "user", "content": user.strip()}]
 
@@ -130,7 +131,7 @@ class Prompts:
             task=self._task_block, source=source if source.endswith("\n") else source + "\n",
             status=status, reason=reason[:1000],
             diagnostics=f"Compiler output:\n```\n{diagnostics[:3000]}\n```\n" if diagnostics else "",
-            answer_format=self._answer(False),
+            answer_format=self.answer_format(False),
         )
         return [self._system(), {"role": "user", "content": user.strip()}]
 

@@ -1,4 +1,4 @@
-"""LLM access: any OpenAI-compatible endpoint, or a replay of a recorded run.
+"""LLM access: any OpenAI-compatible endpoint, files answered by hand (a mailbox), or a replay.
 
 The proposer sees only :class:`LLM`; every call is accounted against the budget and written
 to ``llm.jsonl``. API keys are read from the environment at construction and kept only inside
@@ -24,6 +24,16 @@ class Completion:
     attempts: int = 1
 
 
+@dataclass(frozen=True)
+class Purpose:
+    """What a call is for. Endpoints ignore it; ``llm=mailbox`` shows it to whoever answers."""
+
+    proposal: int
+    operator: str
+    parents: tuple[tuple[str, str], ...]  # (variant id, name)
+    answer_format: str  # the instructions the prompt ends with
+
+
 class LLMError(Exception):
     """A call that produced no usable answer; ``kind`` says why (timeout, rate_limit, server,
     auth, bad_request, garbage, not_recorded, budget)."""
@@ -36,5 +46,5 @@ class LLMError(Exception):
 class LLM(Protocol):
     model: str
 
-    def complete(self, messages: Messages) -> Completion:
+    def complete(self, messages: Messages, purpose: Purpose | None = None) -> Completion:
         """One chat completion; raises LLMError after retries are spent."""

@@ -25,6 +25,10 @@ def create_llm(cfg: Mapping[str, Any]) -> tuple[LLM | None, str | None]:
         from evolve.llm.replay import ReplayLLM
 
         return ReplayLLM(Path(str(cfg["recording"]))), None
+    if name == "mailbox":
+        from evolve.llm.mailbox import Mailbox
+
+        return Mailbox(cfg, Prices(cfg.get("prices") or {})), None
     if name == "auto":
         if cfg.get("base_url"):
             cfg = {**cfg, "default_api_key": cfg.get("default_api_key") or "EMPTY"}

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evolve.errors import EvolveError
-from evolve.llm import Completion, LLMError, Messages
+from evolve.llm import Completion, LLMError, Messages, Purpose
 from evolve.llm.budget import Prices
 
 
@@ -51,7 +51,7 @@ class OpenAIChat:
             self._params[param] = int(cfg["max_output_tokens"])
         self._rng = random.Random()
 
-    def complete(self, messages: Messages) -> Completion:
+    def complete(self, messages: Messages, purpose: Purpose | None = None) -> Completion:
         t0 = time.monotonic()
         for attempt in range(1, self.max_retries + 2):
             try:

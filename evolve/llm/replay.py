@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from evolve.errors import EvolveError
-from evolve.llm import Completion, LLMError, Messages
+from evolve.llm import Completion, LLMError, Messages, Purpose
 from evolve.llm.log import prompt_hash, read
 
 
@@ -27,7 +27,7 @@ class ReplayLLM:
         self.model = next((c[0]["model"] for c in self.calls.values()), "replay")
         self.path = path
 
-    def complete(self, messages: Messages) -> Completion:
+    def complete(self, messages: Messages, purpose: Purpose | None = None) -> Completion:
         h = prompt_hash(messages)
         queue = self.calls.get(h)
         call = queue.popleft() if queue else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import json
 import os
 import re
 import time
@@ -129,6 +130,33 @@ def first_error(log: str) -> str:
 
 def nvrtc_version() -> tuple[int, int]:
     return tuple(_nvrtc().getVersion())  # type: ignore[return-value]
+
+
+def available_includes(arch: str) -> tuple[str, ...]:
+    """The allowed headers this NVRTC can really compile, for prompts: a header the allow-list
+    admits may still be missing where NVRTC has no system headers (stdint.h on the GPU machine).
+    Probed once per NVRTC version, include directories and arch, then read from the cache."""
+    nvrtc = _nvrtc()
+    key = hashlib.sha256(repr((sorted(ALLOWED_INCLUDES), _cuda_include_dirs(), nvrtc.getVersion(),
+                               arch)).encode()).hexdigest()[:16]
+    path = CACHE_DIR.parent / f"includes-{key}.json"
+    with contextlib.suppress(OSError, ValueError):
+        return tuple(json.loads(path.read_text()))
+    found = []
+    for header in sorted(ALLOWED_INCLUDES):
+        prog = nvrtc.createProgram(f"#include <{header}>\nextern \"C\" __global__ void probe() {{}}\n",
+                                   "probe.cu", [], [])
+        try:
+            nvrtc.compileProgram(prog, options({}, arch))
+            found.append(header)
+        except nvrtc.NVRTCError:
+            pass
+        finally:
+            nvrtc.destroyProgram(prog)
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(found))
+    return tuple(found)
 
 
 def compile_cuda(source: str, defines: Mapping[str, object], arch: str,

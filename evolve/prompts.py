@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
-from evolve.compiler import ALLOWED_INCLUDES
+from evolve.compiler import available_includes
 from evolve.errors import EvolveError
 from evolve.hardware import Hardware
 from evolve.llm import Messages
@@ -80,7 +80,7 @@ class Prompts:
     def _system(self) -> dict[str, str]:
         text = self.t["system"].substitute(
             device=self.hw.device or self.hw.name, arch=self.hw.arch,
-            includes=", ".join(sorted(ALLOWED_INCLUDES)),
+            includes=", ".join(available_includes(self.hw.arch)) or "none",
         )
         return {"role": "system", "content": text.strip()}
 

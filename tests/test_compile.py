@@ -48,6 +48,27 @@ def test_cuda_headers_are_allowed_and_compile() -> None:
     assert compile_cuda(src, {}, "sm_90", cache=False).cubin
 
 
+def test_prompts_list_only_headers_this_nvrtc_compiles(tmp_path, monkeypatch) -> None:
+    """A header the allow-list admits may be missing where NVRTC runs (stdint.h on the H200
+    machine): the system prompt names only those that compile there."""
+    _nvrtc_or_skip()
+    from conftest import hardware_config, task
+
+    from evolve.compiler import ALLOWED_INCLUDES, available_includes
+    from evolve.hardware import named
+    from evolve.prompts import Prompts
+
+    monkeypatch.setattr("evolve.compiler.CACHE_DIR", tmp_path / "cubin")
+    monkeypatch.setattr("evolve.compiler.ALLOWED_INCLUDES", ALLOWED_INCLUDES | {"cuda/no_such_header.h"})
+    found = available_includes("sm_90")
+    assert "cuda_fp16.h" in found and "cuda/no_such_header.h" not in found
+    assert set(found) <= ALLOWED_INCLUDES
+    assert available_includes("sm_90") == found and list(tmp_path.glob("includes-*.json"))  # cached
+    system = Prompts(task("softmax"), named(hardware_config("h200")))._system()["content"]
+    listed = system.split("may be included (")[1].split(")")[0].split(", ")
+    assert listed == list(found)
+
+
 def test_cache_returns_the_same_cubin(tmp_path, monkeypatch) -> None:
     _nvrtc_or_skip()
     monkeypatch.setattr("evolve.compiler.CACHE_DIR", tmp_path)

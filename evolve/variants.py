@@ -14,33 +14,12 @@ from typing import Any
 
 import optuna
 from optuna.artifacts import download_artifact, upload_artifact
-from optuna.artifacts._protocol import ArtifactStore
-from optuna.exceptions import UpdateFinishedTrialError
-from optuna.trial import TrialState
 
 from evolve.errors import EvolveError, SpecError
+from evolve.record import ArtifactStore, StudyAttr
 from evolve.spec import Variant
 
-PREFIX = "variant:"
-ORIGIN_ATTRS = ("variant", "variant_name", "operator", "parents")  # set when a trial is enqueued
-
-
-def requeue(study: optuna.Study, trial_id: int) -> bool:
-    """End a RUNNING trial as interrupted (it does not count) and queue its candidate again.
-
-    For Ctrl-C, for trials a dead run left RUNNING, and for trials whose evaluator stopped sending
-    heartbeats. False if another process ended it first (then that process re-queues it)."""
-    storage = study._storage
-    trial = storage.get_trial(trial_id)
-    try:
-        storage.set_trial_user_attr(trial_id, "status", "interrupted")
-        if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
-            return False
-    except UpdateFinishedTrialError:
-        return False
-    origin = {k: trial.user_attrs[k] for k in ORIGIN_ATTRS if k in trial.user_attrs}
-    study.enqueue_trial(dict(trial.system_attrs.get("fixed_params") or trial.params), user_attrs=origin)
-    return True
+PREFIX = StudyAttr.VARIANT_PREFIX
 
 
 class VariantStore:

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
+import evolve.settings  # noqa: F401  (registers the configuration schema with Hydra)
 from evolve.paths import CONF_DIR, ROOT
 
 GROUPS = ("task", "hardware", "objective", "search", "storage", "backend")

@@ -18,7 +18,7 @@ from optuna.trial import TrialState
 
 from evolve.measurement import NOT_COUNTED
 from evolve.paths import ROOT
-from evolve.search import counts_toward_budget
+from evolve.record import counts_toward_budget
 
 TILED = (ROOT / "kernels/transpose/tiled.cu").read_text()
 ENV = {**{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EVOLVE_LLM_"))},

@@ -20,8 +20,8 @@ from optuna.trial import TrialState
 
 from evolve.cli import run
 from evolve.paths import CONF_DIR, ROOT
+from evolve.record import counts_toward_budget
 from evolve.recording import builtin_path
-from evolve.search import counts_toward_budget
 
 REPLAY = ["backend=replay", "hardware=h200", "search.progress=false", "llm=none"]
 

@@ -128,7 +128,7 @@ def ranked(trials: Iterable[FrozenTrial]) -> list[FrozenTrial]:
     """Correct trials, fastest first, one per candidate: the order winners are re-checked in."""
     seen, out = set(), []
     for t in sorted(correct(trials), key=lambda t: t.value):  # type: ignore[arg-type, return-value]
-        key = (t.user_attrs.get(Attr.VARIANT), tuple(sorted(t.params.items())))
+        key = candidate_of(t)
         if key not in seen:
             seen.add(key)
             out.append(t)
@@ -217,6 +217,11 @@ def silent_for(t: FrozenTrial, now: float) -> float:
     return now - float(t.system_attrs.get(_HEARTBEAT, now))
 
 
+def deaths(t: FrozenTrial) -> int:
+    """Evaluators that died while the trial's candidate was being measured (see ``requeue``)."""
+    return int(t.system_attrs.get(_DEATHS, 0))
+
+
 def requeue(study: optuna.Study, tid: int, died: bool = False) -> Status | None:
     """End a RUNNING trial and queue its candidate again; the status it was ended with, or None
     if another process ended it first (then that process re-queues it).
@@ -227,29 +232,30 @@ def requeue(study: optuna.Study, tid: int, died: bool = False) -> Status | None:
     ``crashed`` (counted, a failure) instead, and a resume is not stopped by it again."""
     storage = study._storage
     trial = storage.get_trial(tid)
-    deaths = int(trial.system_attrs.get(_DEATHS, 0)) + died
-    crashed = deaths >= MAX_DEATHS
+    n = deaths(trial) + died
+    crashed = died and n >= MAX_DEATHS
     status = Status.CRASHED if crashed else Status.INTERRUPTED
     try:
         storage.set_trial_user_attr(tid, Attr.STATUS, status.value)
         if crashed:
             storage.set_trial_user_attr(tid, Attr.REASON,
-                                        f"the evaluator died {deaths} times while measuring it; not retried")
+                                        f"the evaluator died {n} times while measuring it; not retried")
         if not storage.set_trial_state_values(tid, state=TrialState.FAIL):
             return None
     except UpdateFinishedTrialError:
         return None
     if not crashed:
         origin = {k: trial.user_attrs[k] for k in ORIGIN if k in trial.user_attrs}
-        enqueue(study, fixed_params(trial), origin, deaths=deaths)
+        enqueue(study, fixed_params(trial), origin, died=n)
     return status
 
 
 def enqueue(study: optuna.Study, params: Mapping[str, Any], attrs: Mapping[str, Any],
-            deaths: int = 0) -> None:
-    """Queue a candidate as a WAITING trial (``Study.enqueue_trial``, plus the deaths it caused)."""
-    if not deaths:
+            died: int = 0) -> None:
+    """Queue a candidate as a WAITING trial (``Study.enqueue_trial``), with the number of
+    evaluators that died measuring it so far."""
+    if not died:
         study.enqueue_trial(dict(params), user_attrs=dict(attrs))
         return
     study.add_trial(create_trial(state=TrialState.WAITING, user_attrs=dict(attrs),
-                                 system_attrs={_FIXED: dict(params), _DEATHS: deaths}))
+                                 system_attrs={_FIXED: dict(params), _DEATHS: died}))

@@ -103,10 +103,10 @@ class Proposer:
             v = ledger.variants.get(r.vid)
             messages = self.prompts.repair(v.source, r.status, r.reason, r.diagnostics)
             meta = ledger.variants.meta[r.vid]
-            parent_best = pop.members.get(meta["parents"][0]) if meta["parents"] else None
+            parent_best = pop.members.get(meta.parents[0]) if meta.parents else None
             self.index += 1
             ledger.plan_started()
-            return Plan(index, Op.REPAIR, seen, [r.vid], meta.get("island", 0), messages, v.source,
+            return Plan(index, Op.REPAIR, seen, [r.vid], meta.island or 0, messages, v.source,
                         dict(parent_best.best.params) if parent_best else {})
         islands = pop.nonempty_islands()
         island = islands[index % len(islands)]

@@ -114,7 +114,7 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
             "hardware": hw.name,
             "device": hw.device,
             "objective": {"name": objective.name, "reduce": objective.reduce, "unit": "ms"},
-            "variant": {"id": variant.id, "name": variant.name, **variants.meta[variant.id]},
+            "variant": {"id": variant.id, "name": variant.name, **variants.meta[variant.id].to_dict()},
             "tunables": tunables,
             "launch": {"spec": variant.spec.raw, "at": launches},
             "measurement": {k: v for k, v in attrs.items() if k not in ORIGIN},
@@ -230,7 +230,7 @@ def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardwar
         default = next((t.value for t in good if t.params == v.spec.default), None)
         best = bests.get(v.id)
         out.append(
-            f"| {v.name} | {variants.meta[v.id]['operator']} | {len(mine)} | {len(mine) - len(good)} | "
+            f"| {v.name} | {variants.meta[v.id].operator} | {len(mine)} | {len(mine) - len(good)} | "
             f"{_ms(default)} | {_ms(best.value if best else None)} | "
             f"{f'{default / best.value:.2f}x' if best and default else '-'} | "
             f"{_fmt(best.params) if best else '-'} |"

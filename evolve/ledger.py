@@ -98,8 +98,7 @@ class Ledger:
                 self.enqueued += 1
                 self.observe(t)
         self.used = used
-        repaired = {p for m in self.variants.meta.values() if m["operator"] == Op.REPAIR
-                    for p in m["parents"]}
+        repaired = {p for m in self.variants.meta.values() if m.operator == Op.REPAIR for p in m.parents}
         self.repairable = [r for r in self.repairable if r.vid not in repaired]
 
     def sync(self) -> None:
@@ -129,7 +128,7 @@ class Ledger:
         tuner = self.tuner(vid)
         first = tuner.n_measured == 0
         tuner.observe(record.fixed_params(t), t.value if t.state == TrialState.COMPLETE else None)
-        self.population.observe(t, meta.get("island", 0))
+        self.population.observe(t, meta.island or 0)
         op = t.user_attrs.get(Attr.OPERATOR)
         if op == Op.TUNE:
             self.credits -= 1
@@ -140,7 +139,7 @@ class Ledger:
             self.failures[status] = self.failures.get(status, 0) + 1
             if first and op in LLM_OPERATORS:
                 reason = str(t.user_attrs.get(Attr.REASON, ""))
-                self.recent_failures.append((meta["name"], status, reason))
+                self.recent_failures.append((meta.name, status, reason))
                 if status in REPAIRABLE and op != Op.REPAIR:
                     diagnostics = str(t.user_attrs.get(Attr.DIAGNOSTICS, ""))
                     self.repairable.append(Repair(vid, status, reason, diagnostics))
@@ -187,7 +186,7 @@ class Ledger:
         for vid in self.seed_ids:
             v = self.variants.get(vid)
             if not self.tuner(vid).known(v.spec.default):
-                self.enqueue(v, v.spec.default, Op.SEED, parents=self.variants.meta[vid]["parents"])
+                self.enqueue(v, v.spec.default, Op.SEED, parents=self.variants.meta[vid].parents)
                 return True
         return False
 

@@ -115,14 +115,14 @@ def _member(vid: str, best: FrozenTrial, trials: list[FrozenTrial]) -> Member:
 
 def _row(vid: str, variants: VariantStore, trials: list[FrozenTrial], bests: dict[str, Member]) -> Row:
     meta = variants.meta[vid]
-    parents = tuple(meta["parents"])
+    parents = tuple(meta.parents)
     mine, parent = bests.get(vid), bests.get(parents[0]) if parents else None
     first = trials[0] if trials else None
     status = "ok" if mine else (str(first.user_attrs.get(Attr.STATUS, "?")) if first else "pending")
     return Row(
-        id=vid, name=meta["name"], operator=meta["operator"], parents=parents,
-        parent_names=tuple(variants.meta[p]["name"] if p in variants else p for p in parents),
-        island=meta.get("island"), model=str(meta.get("model") or ""), tokens=meta.get("tokens"),
+        id=vid, name=meta.name, operator=meta.operator, parents=parents,
+        parent_names=tuple(variants.meta[p].name if p in variants else p for p in parents),
+        island=meta.island, model=meta.model or "", tokens=meta.tokens,
         trials=len(trials), best_ms=mine.best_ms if mine else None,
         best_trial=mine.best.number if mine else None, parent_ms=parent.best_ms if parent else None,
         improvement=bool(mine and parent and mine.best_ms < parent.best_ms - noise_ms(mine, parent)),

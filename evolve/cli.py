@@ -322,8 +322,10 @@ def _fail(exc: Exception) -> NoReturn:
 
 def _one_line(exc: BaseException) -> str:
     """The first line of an error and of its cause (the configuration error behind a Hydra one),
-    the options of a group where an unknown one was chosen, the setting meant where one was misspelt."""
-    parts = [(str(exc).strip() or type(exc).__name__).splitlines()[0]]
+    the options of a group where an unknown one was chosen, and for a key that does not exist the
+    setting meant (in a schema) or how to add one (to an open map such as llm.prices)."""
+    lines = (str(exc).strip() or type(exc).__name__).splitlines()
+    parts = [lines[0]]
     if options := getattr(exc, "options", None):
         parts.append("choose one of " + ", ".join(options))
     cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else None
@@ -331,8 +333,10 @@ def _one_line(exc: BaseException) -> str:
         parts.append(str(cause).strip().splitlines()[0])
     line = ": ".join(p.rstrip(".") for p in parts)
     typo = cause or exc
-    fields = getattr(getattr(typo, "object_type", None), "__dataclass_fields__", None)
-    misspelt = isinstance(typo, ConfigKeyError | ConfigAttributeError)  # a key not in the schema
-    if misspelt and fields and (near := difflib.get_close_matches(str(typo.key), fields)):
-        line += f" (did you mean {' or '.join(near)}?)"
+    if isinstance(typo, ConfigKeyError | ConfigAttributeError):
+        fields = getattr(getattr(typo, "object_type", None), "__dataclass_fields__", None)
+        if fields and (near := difflib.get_close_matches(str(typo.key), fields)):
+            line += f" (did you mean {' or '.join(near)}?)"
+        elif not fields and len(lines) > 1 and lines[1].startswith("To append"):
+            line += f" ({lines[1].removeprefix('To append to your config use ')} adds it)"
     return line

@@ -80,6 +80,7 @@ def test_without_a_gpu_the_run_stops_with_one_line(in_tmp: Path) -> None:
     (("search.n_trial=5",), "Key 'n_trial' not in 'SearchSettings' (did you mean n_trials?)"),
     (("search.n_trials=abc",), "search.n_trials=abc: Value 'abc' of type 'str' could not be converted"),
     (("role=foo",), "expected one of [all, propose, evaluate]"),
+    (("evolution.prompts.mutate=x.md",), "(+evolution.prompts.mutate=x.md adds it)"),
     (("task=nosuch",), "Could not find 'task/nosuch': choose one of layernorm"),
     (("llm.max_calls=-",), "llm.max_calls"),
     (("workers=two", "backend=replay", "hardware=h200", "llm=none"), "workers must be a number or auto"),

@@ -6,21 +6,16 @@ key that does not exist (``search.n_trial=5``) or a value of the wrong type (``s
 is an error before anything runs. The option files under ``conf/`` hold only what differs
 between options. Task, hardware and backend options keep their own keys (the task and the
 backends read and check them), objective options are two keys each.
-
-Code that is not started by Hydra builds the same objects with :func:`typed`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, OmegaConf
-
-T = TypeVar("T")
+from omegaconf import MISSING
 
 
 class Role(StrEnum):
@@ -135,12 +130,6 @@ class EvolveConfig:
     hardware: Any = MISSING  # conf/hardware/*.yaml: checked by evolve.hardware
     objective: Any = MISSING  # conf/objective/*.yaml: checked by evolve.objective
     backend: Any = MISSING  # conf/backend/*.yaml: read by the backend
-
-
-def typed(cls: type[T], values: Mapping[str, Any] | None = None) -> T:
-    """``cls`` from plain values, checked as Hydra checks a run's configuration."""
-    merged = OmegaConf.merge(OmegaConf.structured(cls), dict(values or {}))
-    return OmegaConf.to_object(merged)  # type: ignore[return-value]
 
 
 ConfigStore.instance().store(name="evolve_schema", node=EvolveConfig)

@@ -7,21 +7,33 @@ import dataclasses
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
-from omegaconf.errors import ConfigKeyError, ValidationError
+from hydra.errors import ConfigCompositionException
+from omegaconf import DictConfig
+from omegaconf.errors import ConfigAttributeError, ValidationError
 
 from evolve.paths import CONF_DIR
-from evolve.settings import EvolveConfig, LLMSettings, SearchSettings, StorageSettings, typed
+from evolve.settings import EvolveConfig, LLMSettings, SearchSettings, StorageSettings
 
 TYPED_GROUPS = {"search": SearchSettings, "llm": LLMSettings, "storage": StorageSettings}
 
 
-def test_plain_values_are_checked_as_a_run_checks_its_configuration() -> None:
-    assert typed(SearchSettings) == SearchSettings()
-    assert typed(SearchSettings, {"n_trials": "7", "timeout": 3}) == SearchSettings(n_trials=7, timeout=3.0)
-    with pytest.raises(ConfigKeyError):
-        typed(SearchSettings, {"n_trial": 5})
-    with pytest.raises(ValidationError):
-        typed(SearchSettings, {"n_trials": "abc"})
+def compose_with(*overrides: str) -> DictConfig:
+    import evolve.settings  # noqa: F401  (registers the schema)
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+@pytest.mark.parametrize(("override", "error"), [
+    ("search.n_trial=5", ConfigAttributeError), ("search.n_trials=abc", ValidationError),
+    ("search.timeout=soon", ValidationError), ("llm.concurrency=1.5", ValidationError),
+    ("evolution.operators.mutate=often", ValidationError), ("role=both", ValidationError),
+    ("storage.artifact=x", ConfigAttributeError),
+])
+def test_the_schema_refuses_unknown_settings_and_wrong_types(override: str, error: type) -> None:
+    with pytest.raises(ConfigCompositionException) as info:
+        compose_with(override)
+    assert isinstance(info.value.__cause__, error)
 
 
 @pytest.mark.parametrize("group", sorted(TYPED_GROUPS))
@@ -40,11 +52,8 @@ def test_the_top_configuration_leaves_the_settings_to_the_schema() -> None:
 
 
 def test_the_composed_defaults_are_the_schemas() -> None:
-    import evolve.settings  # noqa: F401  (registers the schema)
-
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=["search.n_trials=7"])
-    assert cfg.search.n_trials == 7
+    cfg = compose_with("search.n_trials=7", "search.timeout=2")
+    assert cfg.search.n_trials == 7 and cfg.search.timeout == 2.0
     assert {k: cfg.search[k] for k in ("sampler", "climb", "explore", "heartbeat_s")} == {
         k: getattr(SearchSettings(), k) for k in ("sampler", "climb", "explore", "heartbeat_s")}
     assert cfg.evolution.proposer_heartbeat_s == 5.0 and cfg.evolution.proposer_stale_after_s == 60.0

@@ -22,7 +22,6 @@ import hydra
 import optuna
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
-from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
@@ -54,18 +53,6 @@ from evolve.variants import VariantStore
 from evolve.verify import Verification, verify
 
 log = logging.getLogger("evolve")
-
-
-def _job_suffix() -> str:
-    """Jobs of one multirun share a timestamp; their number keeps run names apart."""
-    try:
-        hc = HydraConfig.get()
-    except ValueError:
-        return ""
-    return f"-{hc.job.num}" if hc.mode == RunMode.MULTIRUN else ""
-
-
-OmegaConf.register_new_resolver("evolve.job_suffix", _job_suffix, replace=True)
 
 
 def run(cfg: DictConfig) -> float | None:

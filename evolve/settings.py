@@ -15,13 +15,27 @@ from enum import StrEnum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import MISSING, OmegaConf
 
 
 class Role(StrEnum):
     all = "all"  # propose and evaluate in this process
     propose = "propose"  # LLM proposals only, for evaluators elsewhere
     evaluate = "evaluate"  # GPU measurements only
+
+
+def _job_suffix() -> str:
+    """Jobs of one multirun share a timestamp; their number keeps run names apart."""
+    try:
+        hc = HydraConfig.get()
+    except ValueError:
+        return ""
+    return f"-{hc.job.num}" if hc.mode == RunMode.MULTIRUN else ""
+
+
+OmegaConf.register_new_resolver("evolve.job_suffix", _job_suffix, replace=True)
 
 
 @dataclass

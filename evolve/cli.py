@@ -225,9 +225,9 @@ def _proposer(ledger: Ledger, c: EvolveConfig, task: Task, hw: Hardware, run_dir
         log.info("%s", why_not)
         return None, None
     caps = {"max_calls": c.llm.max_calls, "max_tokens": c.llm.max_tokens, "max_cost_usd": c.llm.max_cost_usd}
-    replay = llm.proposals if isinstance(llm, ReplayLLM) else None
-    if isinstance(llm, ReplayLLM):
-        caps = llm.caps or caps  # the recorded run's caps, so that it stops where it stopped
+    replay = None
+    if isinstance(llm, ReplayLLM):  # its schedule, and the recorded run's caps (it stops where it did)
+        replay, caps = llm.proposals, llm.caps or caps
     budget = LLMBudget(ledger.study, caps["max_calls"], caps["max_tokens"], caps["max_cost_usd"])
     exchanges = ExchangeLog(run_dir / "llm.jsonl")
     exchanges.write("run", model=llm.model, **caps)

@@ -38,7 +38,7 @@ from evolve.spec import Variant
 from evolve.task import Task
 from evolve.variants import VariantStore
 
-__all__ = ["Search", "SearchSettings"]
+__all__ = ["Search", "SearchSettings"]  # the settings too, for whoever runs the loop directly
 
 log = logging.getLogger(__name__)
 WORKER = f"{socket.gethostname()}:{os.getpid()}"  # which evaluator measured a trial

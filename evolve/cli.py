@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import logging
 import os
 import subprocess
@@ -15,23 +16,25 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import hydra
 import optuna
 from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from evolve import __version__
+from evolve import __version__, record
 from evolve.backends import Backend, create_backend
 from evolve.backends.sanitize import sanitize
+from evolve.coordination import Alone, Peers
 from evolve.correctness import admit
 from evolve.errors import EvolveError
-from evolve.evolution import EvolutionSettings, Proposer
+from evolve.evolution import Proposer
 from evolve.export import export
 from evolve.hardware import Hardware, named
+from evolve.ledger import Ledger
 from evolve.llm.budget import LLMBudget
 from evolve.llm.factory import create_llm
 from evolve.llm.log import ExchangeLog
@@ -39,8 +42,11 @@ from evolve.llm.replay import ReplayLLM
 from evolve.objective import Objective
 from evolve.paths import CONF_DIR
 from evolve.prompts import Prompts
+from evolve.proposing import LocalLLM, ProposerProcess, RemoteLLM, Replay, Schedule, Tuning, proposer_done
+from evolve.record import Attr, StudyAttr
 from evolve.recording import RecordingWriter
-from evolve.search import Search, SearchSettings
+from evolve.search import Search
+from evolve.settings import EvolveConfig, Role
 from evolve.storage import cached_ceilings, open_storage, store_ceilings
 from evolve.task import Task, load_task
 from evolve.variants import VariantStore
@@ -49,77 +55,66 @@ from evolve.verify import Verification, verify
 log = logging.getLogger("evolve")
 
 
-def _job_suffix() -> str:
-    """Jobs of one multirun share a timestamp; their number keeps run names apart."""
-    try:
-        hc = HydraConfig.get()
-    except ValueError:
-        return ""
-    return f"-{hc.job.num}" if hc.mode == RunMode.MULTIRUN else ""
-
-
-OmegaConf.register_new_resolver("evolve.job_suffix", _job_suffix, replace=True)
-
-
 def run(cfg: DictConfig) -> float | None:
     """One run: returns the best time in ms (what a Hydra sweeper would minimize)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    c: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
-    task = load_task(c["task"])
+    c: EvolveConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    task = load_task(c.task)
     admit(task)
-    objective = Objective.from_config(c["objective"])
-    settings = SearchSettings.from_config(c["search"])
-    if settings.seed is not None and int(c.get("worker", 0)):  # evaluators must not propose alike
-        settings = dataclasses.replace(settings, seed=settings.seed + int(c["worker"]))
-    storage, artifacts = open_storage(c["storage"])
-    target = None if c["hardware"]["name"] == "auto" else named(c["hardware"])
-    role = str(c.get("role", "all"))
-    helpers = _start_workers(c) if role == "all" else []
+    objective = Objective.from_config(c.objective)
+    settings = c.search
+    if settings.seed is not None and c.worker:  # evaluators must not propose alike
+        settings = dataclasses.replace(settings, seed=settings.seed + c.worker)
+    storage, artifacts = open_storage(c.storage)
+    target = None if c.hardware["name"] == "auto" else named(c.hardware)
+    role = c.role
+    helpers = _start_workers(c) if role == Role.all else []
     if helpers:  # the evaluators are the helper processes: this one proposes, waits and exports
-        role = "propose"
-    backend = None if role == "propose" else create_backend(c["backend"])
+        role = Role.propose
+    backend = None if role == Role.propose else create_backend(c.backend)
     stop = "interrupted"
     try:
         if backend is None:  # a proposer needs no GPU: it works with the evaluators' hardware
-            hw = _stored_hardware(storage, c["run"]["name"], helpers) or target
+            hw = _stored_hardware(storage, c.run.name, helpers) or target
             if hw is None:
                 raise EvolveError("role=propose needs hardware=<name> until an evaluator has created the run")
         else:
             hw = _with_ceilings(backend.start(task, target), backend, storage)
-        study = _open_study(storage, c["run"]["name"], task, objective, hw, c)
+        study = _open_study(storage, c.run.name, task, objective, hw, c)
         variants = VariantStore(study, artifacts)
         variants.load()
-        callbacks = []
-        if c["backend"].get("record"):
-            callbacks.append(RecordingWriter(Path(c["backend"]["record"]), hw, task.name).add)
-        evolution = EvolutionSettings.from_config(c["evolution"])
-        search = Search(study, variants, backend, task, objective, hw, settings, callbacks, evolution,
-                        role=role)
-        search.add_seeds(task.seeds())
-        run_dir = Path(c["run"]["dir"])
-        if role != "evaluate":
-            _attach_llm(search, c, task, hw, run_dir, settings.seed)
-        if role == "propose" and search.proposer is None and not helpers:
+        ledger = Ledger(study, variants, settings, c.evolution,
+                        prefetch=backend.prefetch if backend is not None else None)
+        ledger.add_seeds(task.seeds())
+        run_dir = Path(c.run.dir)
+        proposer, replay = (None, None) if role == Role.evaluate else _proposer(ledger, c, task, hw, run_dir,
+                                                                                 settings.seed)
+        if role == Role.propose and proposer is None and not helpers:
             raise EvolveError("role=propose needs an LLM: choose llm=openai or llm=local")
-        if helpers and search.proposer is None:  # our evaluators need not wait for children
-            study.set_user_attr("proposer", {"state": "done", "reason": "no LLM"})
+        if helpers and proposer is None:  # our evaluators need not wait for children
+            proposer_done(study, "no LLM")
         with contextlib.suppress(KeyboardInterrupt):
-            if role == "propose" and search.proposer is not None:
-                stop = search.run_proposer()
-            elif role != "propose":
-                stop = search.run()
+            if role == Role.propose and proposer is not None:
+                stop = ProposerProcess(proposer, Peers(study, ledger, settings), c.evolution).run()
+            elif backend is not None:
+                callbacks = []
+                if c.backend.get("record"):
+                    callbacks.append(RecordingWriter(Path(c.backend["record"]), hw, task.name).add)
+                peers = Peers(study, ledger, settings) if role == Role.evaluate else Alone(study, ledger)
+                schedule = _schedule(role, proposer, replay, c, study)
+                stop = Search(study, variants, backend, task, objective, hw, settings, callbacks,
+                              ledger=ledger, schedule=schedule, peers=peers).run()
             if helpers:
                 stop = _wait(helpers)
         checks = None
-        if role == "all" or helpers:
+        if role == Role.all or helpers:
             checks = _verify(c, backend, stop, task, hw, objective, variants, study)
         sanitized = None
-        winner = next((ch for ch in checks or [] if ch.passed), None)
-        if winner is not None and c["search"].get("sanitize"):
-            t = study.trials[winner.trial]
+        best = record.winner(study.get_trials(deepcopy=False), checks) if checks else None
+        if best is not None and settings.sanitize:
             log.info("running compute-sanitizer (memcheck, racecheck) on the winner")
-            sanitized = sanitize(task, hw, variants.get(t.user_attrs["variant"]),
-                                 {k: int(v) for k, v in t.params.items()})
+            sanitized = sanitize(task, hw, variants.get(best.user_attrs[Attr.VARIANT]),
+                                 {k: int(v) for k, v in best.params.items()})
         summary = export(study, variants, task, hw, objective, run_dir, stop, checks, sanitized)
     finally:
         if backend is not None:
@@ -138,37 +133,51 @@ def run(cfg: DictConfig) -> float | None:
     return summary.best_ms if summary else None
 
 
-def _verify(c: dict[str, Any], backend: Backend | None, stop: str, task: Task, hw: Hardware,
+def _schedule(role: Role, proposer: Proposer | None, replay: list[dict[str, Any]] | None, c: EvolveConfig,
+              study: optuna.Study) -> Schedule:
+    """Where the evaluator's LLM children come from."""
+    if role == Role.evaluate:
+        return RemoteLLM(study, c.evolution)
+    if proposer is None:
+        return Tuning()
+    if replay is not None:
+        return Replay(proposer, replay)
+    return LocalLLM(proposer, c.evolution.overlap)
+
+
+def _verify(c: EvolveConfig, backend: Backend | None, stop: str, task: Task, hw: Hardware,
             objective: Objective, variants: VariantStore, study: optuna.Study) -> list[Verification] | None:
     """Step 5, in a fresh worker, when the run measured on a GPU and was not interrupted."""
-    if c["backend"]["name"] == "replay" or stop == "interrupted" or not c["search"].get("verify", True):
+    if c.backend["name"] == "replay" or stop == "interrupted" or not c.search.verify:
         return None
     if backend is not None:
         backend.close()  # one GPU, one worker at a time
-    fresh = create_backend({**c["backend"], "device": 0})
-    return verify(fresh, task, hw, objective, variants, _ranked(study))
+    fresh = create_backend({**c.backend, "device": 0})
+    return verify(fresh, task, hw, objective, variants, record.ranked(study.get_trials(deepcopy=False)))
 
 
-def _start_workers(c: dict[str, Any]) -> list[subprocess.Popen[bytes]]:
+def _start_workers(c: EvolveConfig) -> list[subprocess.Popen[bytes]]:
     """``workers=N|auto``: one ``role=evaluate`` process per GPU of this node, each pinned with
     CUDA_VISIBLE_DEVICES, all on this run's study. Optuna's storage is the only link."""
-    workers = c.get("workers", 1)
-    if workers in (1, "1", None):
+    if c.workers == "1":
         return []
+    if c.workers != "auto" and not c.workers.isdigit():
+        raise EvolveError(f"workers must be a number or auto, got {c.workers!r}")
     gpus = _visible_gpus()
-    n = len(gpus) if workers == "auto" else int(workers)
+    n = len(gpus) if c.workers == "auto" else int(c.workers)
     if n < 1:
-        raise EvolveError("workers=auto found no GPU (nvidia-smi lists none)")
-    if c["storage"].get("kind") == "rdb" and str(c["storage"].get("url", "")).startswith("sqlite"):
+        raise EvolveError("workers=auto found no GPU (nvidia-smi lists none)" if c.workers == "auto"
+                          else "workers must be at least 1")
+    if c.storage.kind == "rdb" and str(c.storage.url or "").startswith("sqlite"):
         raise EvolveError("several evaluators need storage=postgres (or storage=journal on one node)")
     overrides = [o for o in HydraConfig.get().overrides.task
                  if not o.startswith(("workers=", "role=", "worker=", "run.name="))]
     procs = []
     for i in range(n):
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)] if gpus else str(i)}
-        pin = ["backend.device=0"] if "device" in c["backend"] else []  # the one GPU it sees
+        pin = ["backend.device=0"] if "device" in c.backend else []  # the one GPU it sees
         cmd = [sys.executable, "-m", "evolve", *overrides, "role=evaluate", "workers=1", f"worker={i}",
-               *pin, f"run.name={c['run']['name']}", "search.progress=false"]
+               *pin, f"run.name={c.run.name}", "search.progress=false"]
         procs.append(subprocess.Popen(cmd, env=env))
     log.info("started %d evaluator process(es) on GPU(s) %s", n, ", ".join(gpus) or "0..")
     return procs
@@ -199,7 +208,7 @@ def _stored_hardware(storage: optuna.storages.BaseStorage, name: str,
     deadline = time.monotonic() + 600
     while True:
         try:
-            spec = optuna.load_study(study_name=name, storage=storage).user_attrs.get("hardware_spec")
+            spec = optuna.load_study(study_name=name, storage=storage).user_attrs.get(StudyAttr.HARDWARE_SPEC)
         except KeyError:
             spec = None
         if spec or not helpers or time.monotonic() > deadline or all(p.poll() is not None for p in helpers):
@@ -207,40 +216,27 @@ def _stored_hardware(storage: optuna.storages.BaseStorage, name: str,
         time.sleep(0.5)
 
 
-def _ranked(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    """Correct trials, fastest first, one per candidate."""
-    seen, out = set(), []
-    correct = [t for t in study.get_trials(deepcopy=False) if t.value is not None]
-    for t in sorted(correct, key=lambda t: t.value):
-        key = (t.user_attrs.get("variant"), tuple(sorted(t.params.items())))
-        if key not in seen:
-            seen.add(key)
-            out.append(t)
-    return out
-
-
-def _attach_llm(search: Search, c: dict[str, Any], task: Task, hw: Hardware, run_dir: Path,
-                seed: int | None) -> None:
-    """Give the search an LLM proposer, if the configuration (or the environment) names one."""
-    llm, why_not = create_llm(c["llm"])
+def _proposer(ledger: Ledger, c: EvolveConfig, task: Task, hw: Hardware, run_dir: Path, seed: int | None
+              ) -> tuple[Proposer | None, list[dict[str, Any]] | None]:
+    """An LLM proposer, if the configuration (or the environment) names an LLM, and the recorded
+    proposals it follows when the LLM is a replay."""
+    llm, why_not = create_llm(c.llm)
     if llm is None:
         log.info("%s", why_not)
-        return
-    caps = {k: c["llm"].get(k) for k in ("max_calls", "max_tokens", "max_cost_usd")}
-    if isinstance(llm, ReplayLLM):
-        caps = llm.caps or caps  # the recorded run's caps, so that it stops where it stopped
-    budget = LLMBudget(search.study, caps["max_calls"], caps["max_tokens"], caps["max_cost_usd"])
-    evo = search.evo
+        return None, None
+    caps = {"max_calls": c.llm.max_calls, "max_tokens": c.llm.max_tokens, "max_cost_usd": c.llm.max_cost_usd}
+    replay = None
+    if isinstance(llm, ReplayLLM):  # its schedule, and the recorded run's caps (it stops where it did)
+        replay, caps = llm.proposals, llm.caps or caps
+    budget = LLMBudget(ledger.study, caps["max_calls"], caps["max_tokens"], caps["max_cost_usd"])
     exchanges = ExchangeLog(run_dir / "llm.jsonl")
     exchanges.write("run", model=llm.model, **caps)
-    search.proposer = Proposer(
-        search, llm, budget, Prompts(task, hw, evo.prompts), exchanges, evo,
-        seed=seed, threads=int(c["llm"].get("concurrency") or 1),
-    )
-    if isinstance(llm, ReplayLLM):
-        search.replay = sorted(llm.proposals, key=lambda p: p["index"])
-    log.info("LLM %s proposes children (%s)", llm.model, "replayed" if search.replay is not None else
+    evo = c.evolution
+    proposer = Proposer(ledger, llm, budget, Prompts(task, hw, evo.prompts), exchanges, evo, seed=seed,
+                        threads=c.llm.concurrency or 1)
+    log.info("LLM %s proposes children (%s)", llm.model, "replayed" if replay is not None else
              f"caps: {budget.max_calls} calls, {budget.max_tokens} tokens, ${budget.max_cost}")
+    return proposer, replay
 
 
 def _with_ceilings(hw: Hardware, backend: Backend, storage: optuna.storages.BaseStorage) -> Hardware:
@@ -257,7 +253,7 @@ def _with_ceilings(hw: Hardware, backend: Backend, storage: optuna.storages.Base
 
 
 def _open_study(storage: optuna.storages.BaseStorage, name: str, task: Task,
-                objective: Objective, hw: Hardware, c: dict[str, Any]) -> optuna.Study:
+                objective: Objective, hw: Hardware, c: EvolveConfig) -> optuna.Study:
     """Create the run's study, or resume it if it describes the same search."""
     study = optuna.create_study(
         study_name=name, storage=storage, load_if_exists=True, direction="minimize",
@@ -278,8 +274,8 @@ def _open_study(storage: optuna.storages.BaseStorage, name: str, task: Task,
         for k, v in identity.items():
             study.set_user_attr(k, v)
         study.set_user_attr("device", hw.device)
-        study.set_user_attr("hardware_spec", hw.to_dict())
-        study.set_user_attr("backend", c["backend"]["name"])
+        study.set_user_attr(StudyAttr.HARDWARE_SPEC, hw.to_dict())
+        study.set_user_attr("backend", c.backend["name"])
         study.set_user_attr("cuda_evolve", __version__)
         study.set_user_attr("config", OmegaConf.to_yaml(c))
     else:
@@ -292,9 +288,42 @@ def _app(cfg: DictConfig) -> float | None:
     try:
         return run(cfg)
     except (EvolveError, OmegaConfBaseException) as exc:
-        print(f"evolve: {exc}".splitlines()[0], file=sys.stderr)
-        sys.exit(2)
+        _fail(exc)
 
 
 def main() -> None:
-    _app()
+    """The ``evolve`` command. Hydra's own errors (an override of a setting that does not exist,
+    a value of the wrong type, an unknown option) are one line too: with HYDRA_FULL_ERROR, Hydra
+    raises them to us instead of printing them in several lines."""
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        _app()
+    except (HydraException, OmegaConfBaseException) as exc:
+        _fail(exc)
+
+
+def _fail(exc: Exception) -> NoReturn:
+    print(f"evolve: {_one_line(exc)}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _one_line(exc: BaseException) -> str:
+    """The first line of an error and of its cause (the configuration error behind a Hydra one),
+    the options of a group where an unknown one was chosen, and for a key that does not exist the
+    setting meant (in a schema) or how to add one (to an open map such as llm.prices)."""
+    lines = (str(exc).strip() or type(exc).__name__).splitlines()
+    parts = [lines[0]]
+    if options := getattr(exc, "options", None):
+        parts.append("choose one of " + ", ".join(options))
+    cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else None
+    if cause is not None:
+        parts.append(str(cause).strip().splitlines()[0])
+    line = ": ".join(p.rstrip(".") for p in parts)
+    typo = cause or exc
+    if isinstance(typo, ConfigKeyError | ConfigAttributeError):
+        fields = getattr(getattr(typo, "object_type", None), "__dataclass_fields__", None)
+        if fields and (near := difflib.get_close_matches(str(typo.key), fields)):
+            line += f" (did you mean {' or '.join(near)}?)"
+        elif not fields and len(lines) > 1 and lines[1].startswith("To append"):
+            line += f" ({lines[1].removeprefix('To append to your config use ')} adds it)"
+    return line

@@ -4,6 +4,7 @@ A proposal reads the population as of a known number of finished trials, asks th
 the answer (an unusable answer goes back to the LLM once with the reason), and commits the child
 as a new variant with a WAITING trial at its parent's best tunables. Everything it did goes to
 ``llm.jsonl``, which is also the schedule that ``llm=replay`` follows to reproduce the run.
+The proposer knows the run only through its ledger, and changes it under the ledger's lock.
 """
 
 from __future__ import annotations
@@ -11,50 +12,21 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
 
 from evolve.answers import AnswerError, parse_child
+from evolve.ledger import Ledger
 from evolve.llm import LLM, Completion, LLMError, Messages, Purpose
 from evolve.llm.budget import LLMBudget
 from evolve.llm.log import ExchangeLog, prompt_hash
 from evolve.population import Member
 from evolve.prompts import Failure, KernelView, Prompts
+from evolve.record import LLM_OPERATORS, Attr, Op
+from evolve.settings import EvolutionSettings
 from evolve.spec import Variant
 
-if TYPE_CHECKING:
-    from evolve.search import Search
-
-LLM_OPERATORS = ("mutate", "mutate_diff", "crossover", "repair")
-REPAIRABLE = ("compile_error", "launch_error", "wrong", "rejected")
 MAX_FAILED_STREAK = 20
-
-
-@dataclass(frozen=True)
-class EvolutionSettings:
-    islands: int = 2
-    capacity: int = 8
-    elite: int = 1
-    migrate_every: int = 20
-    novelty: float = 0.3
-    inspirations: int = 2
-    failures_shown: int = 3
-    rates: Mapping[str, float] = field(default_factory=lambda: {"mutate": 0.5, "mutate_diff": 0.3,
-                                                                 "crossover": 0.2})
-    repair: bool = True
-    tune_per_child: int = 6
-    max_pending: int = 2
-    overlap: bool = True
-    idle_wait_s: float = 120.0
-    prompts: Mapping[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> EvolutionSettings:
-        known = cls.__dataclass_fields__
-        kw = {k: v for k, v in cfg.items() if k in known and k != "operators"}
-        if "operators" in cfg:
-            kw["rates"] = {k: float(v) for k, v in cfg["operators"].items()}
-        return cls(**kw)
+IDLE_POLL_S = 0.05  # a proposer thread with nothing to do looks again this often
 
 
 @dataclass
@@ -72,17 +44,22 @@ class Plan:
 
 
 class Proposer:
-    def __init__(self, search: Search, llm: LLM, budget: LLMBudget, prompts: Prompts,
+    def __init__(self, ledger: Ledger, llm: LLM, budget: LLMBudget, prompts: Prompts,
                  log: ExchangeLog, settings: EvolutionSettings, seed: int | None, threads: int = 1):
-        self.search, self.llm, self.budget, self.prompts = search, llm, budget, prompts
+        self.ledger, self.llm, self.budget, self.prompts = ledger, llm, budget, prompts
         self.log, self.s = log, settings
         self.rng = random.Random(seed)
         self.index = 0
         self.threads = threads
         self.stopped: str | None = None  # why the proposer stopped (budget spent, ...)
-        self.idle = False  # nothing to propose until the population changes
         self.failures: dict[str, int] = {}
         self._streak = 0  # proposals in a row that gave no child
+        self._idle_at: int | None = None  # the population's clock when there was nothing to propose
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to propose until the population changes."""
+        return self._idle_at == self.ledger.observed
 
     def spent(self) -> bool:
         """Stop proposing once a cap is reached (calls already in flight still finish)."""
@@ -94,56 +71,55 @@ class Proposer:
     def run(self, stop: threading.Event) -> None:
         """Proposer thread: keep up to ``max_pending`` children waiting for the GPU."""
         while not stop.is_set() and self.stopped is None:
-            with self.search.lock:
-                busy = self.search.waiting >= self.s.max_pending or self.search.budget_full()
+            with self.ledger.lock:
+                busy = self.ledger.queue_full(self.s.max_pending)
                 plan = None if busy or self.spent() else self.plan()
-                self.idle = not busy and plan is None
+                self._idle_at = None if busy or plan is not None else self.ledger.observed
             if plan is None:
-                stop.wait(0.05)
+                stop.wait(IDLE_POLL_S)
                 continue
             outcome = self.ask(plan)
-            with self.search.lock:
+            with self.ledger.lock:
                 self.commit(plan, *outcome)
 
     def run_once(self) -> None:
         """One proposal, in the evaluator's thread (``evolution.overlap=false``)."""
-        with self.search.lock:
+        with self.ledger.lock:
             plan = None if self.spent() else self.plan()
-            self.idle = plan is None
+            self._idle_at = None if plan is not None else self.ledger.observed
         if plan is not None:
             outcome = self.ask(plan)
-            with self.search.lock:
+            with self.ledger.lock:
                 self.commit(plan, *outcome)
 
-    # ---- planning (under the search lock) ---------------------------------------------
+    # ---- planning (under the ledger's lock) ------------------------------------------
     def plan(self) -> Plan | None:
         """Fix the next proposal from the current population; None if there is nothing to do."""
-        search, pop = self.search, self.search.population
+        ledger, pop = self.ledger, self.ledger.population
         if not pop.members:
             return None
         index, seen = self.index, pop.observed
-        if self.s.repair and search.repairable:
-            vid, status, reason, diagnostics = search.repairable.pop(0)
-            v = search.variants.get(vid)
-            messages = self.prompts.repair(v.source, status, reason, diagnostics)
-            meta = search.variants.meta[vid]
-            parent_best = pop.members.get(meta["parents"][0]) if meta["parents"] else None
+        if self.s.repair and (r := ledger.next_repair()) is not None:
+            v = ledger.variants.get(r.vid)
+            messages = self.prompts.repair(v.source, r.status, r.reason, r.diagnostics)
+            meta = ledger.variants.meta[r.vid]
+            parent_best = pop.members.get(meta.parents[0]) if meta.parents else None
             self.index += 1
-            search.inflight += 1
-            return Plan(index, "repair", seen, [vid], meta.get("island", 0), messages, v.source,
+            ledger.plan_started()
+            return Plan(index, Op.REPAIR, seen, [r.vid], meta.island or 0, messages, v.source,
                         dict(parent_best.best.params) if parent_best else {})
         islands = pop.nonempty_islands()
         island = islands[index % len(islands)]
-        ops = {k: v for k, v in self.s.rates.items() if k in LLM_OPERATORS and k != "repair" and v > 0}
+        ops = {k: v for k, v in self.s.operators.items() if k in LLM_OPERATORS and k != Op.REPAIR and v > 0}
         if len(pop.members) < 2:
-            ops.pop("crossover", None)
+            ops.pop(Op.CROSSOVER, None)
         if not ops:
             return None
         op = self.rng.choices(list(ops), weights=list(ops.values()))[0]
         a = pop.select(island, self.rng)
         assert a is not None
-        failures = [Failure(*f) for f in search.recent_failures[-self.s.failures_shown:]]
-        if op == "crossover":
+        failures = [Failure(*f) for f in ledger.recent_failures[-self.s.failures_shown:]]
+        if op == Op.CROSSOVER:
             b = pop.select(island, self.rng, exclude=[a]) or next(
                 v for v in pop.inspirations(island, [a], 1))
             views = self._view(pop.members[a]), self._view(pop.members[b])
@@ -151,21 +127,21 @@ class Proposer:
             parents = [a, b]
         else:
             insp = [self._view(pop.members[v]) for v in pop.inspirations(island, [a], self.s.inspirations)]
-            messages = self.prompts.mutate(self._view(pop.members[a]), failures, insp, op == "mutate_diff")
+            messages = self.prompts.mutate(self._view(pop.members[a]), failures, insp, op == Op.MUTATE_DIFF)
             parents = [a]
         self.index += 1
-        search.inflight += 1
-        return Plan(index, op, seen, parents, island, messages, search.variants.get(a).source,
+        ledger.plan_started()
+        return Plan(index, op, seen, parents, island, messages, ledger.variants.get(a).source,
                     dict(pop.members[a].best.params))
 
     def _view(self, m: Member) -> KernelView:
         a = m.best.user_attrs
-        v = self.search.variants.get(m.vid)
+        v = self.ledger.variants.get(m.vid)
         return KernelView(
             name=v.name, source=v.source, tunables=dict(m.best.params), time_ms=m.best_ms,
-            gbps=a.get("gbps", 0.0), fraction=a.get("bandwidth_fraction", 0.0),
-            registers=a.get("registers", "?"), local_bytes=a.get("local_bytes", "?"),
-            occupancy=a.get("occupancy", "?"),
+            gbps=a.get(Attr.GBPS, 0.0), fraction=a.get(Attr.BANDWIDTH_FRACTION, 0.0),
+            registers=a.get(Attr.REGISTERS, "?"), local_bytes=a.get(Attr.LOCAL_BYTES, "?"),
+            occupancy=a.get(Attr.OCCUPANCY, "?"),
         )
 
     # ---- asking (no lock held: this is the slow part) -----------------------------------
@@ -222,27 +198,28 @@ class Proposer:
                                latency_s=round(c.latency_s, 3), attempts=c.attempts)
 
     def _purpose(self, plan: Plan) -> Purpose:
-        names = [self.search.variants.meta.get(p, {}).get("name", p) for p in plan.parents]
+        meta = self.ledger.variants.meta
+        names = [meta[p].name if p in meta else p for p in plan.parents]
         return Purpose(plan.index, plan.operator, tuple(zip(plan.parents, names, strict=True)),
                        self.prompts.answer_format(plan.operator == "mutate_diff"))
 
-    # ---- committing (under the search lock) ---------------------------------------------
+    # ---- committing (under the ledger's lock) -------------------------------------------
     def commit(self, plan: Plan, child: Variant | None, reason: str | None, calls: list[str],
                completion: Completion | None) -> None:
         """Register the child and queue its first trial; log the proposal."""
-        search = self.search
-        search.inflight -= 1
+        ledger = self.ledger
+        ledger.plan_ended()
         c = completion
         model, tokens = (c.model, c.prompt_tokens + c.completion_tokens) if c else ("", 0)
-        if child is not None and not search.variants.add(
+        if child is not None and not ledger.variants.add(
                 child, operator=plan.operator, parents=plan.parents, island=plan.island, model=model,
                 tokens=tokens):
-            reason = f"duplicate: same code as {search.variants.get(child.id).name}"
+            reason = f"duplicate: same code as {ledger.variants.get(child.id).name}"
             child = None
         if child is not None:
             tunables = plan.first_tunables if _fits(child, plan.first_tunables) else child.spec.default
-            search.enqueue(child, tunables, plan.operator, parents=plan.parents,
-                           extra={"llm_model": model, "llm_tokens": tokens})
+            ledger.enqueue(child, tunables, plan.operator, parents=plan.parents,
+                           extra={Attr.LLM_MODEL: model, Attr.LLM_TOKENS: tokens})
         if reason:
             kind = reason.split(":", 1)[0]
             self.failures[kind] = self.failures.get(kind, 0) + 1
@@ -252,7 +229,7 @@ class Proposer:
         else:
             self._streak = 0
         self.log.write("proposal", index=plan.index, operator=plan.operator, seen=plan.seen,
-                       after=search.enqueued - (1 if child is not None else 0), parents=plan.parents,
+                       after=ledger.enqueued - (1 if child is not None else 0), parents=plan.parents,
                        island=plan.island, calls=calls, variant=child.id if child else None,
                        child=child.name if child else None, reason=reason)
 

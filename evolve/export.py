@@ -21,9 +21,9 @@ from evolve.hardware import Hardware
 from evolve.lineage import write_lineage
 from evolve.objective import Objective
 from evolve.plan import make_plan
-from evolve.search import counts_toward_budget
+from evolve.record import ORIGIN, Attr, Op, counts_toward_budget, fastest_per_variant, winner
 from evolve.task import Task, size_label
-from evolve.variants import ORIGIN_ATTRS, VariantStore
+from evolve.variants import VariantStore
 from evolve.verify import Verification
 
 
@@ -68,10 +68,10 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
 
     With ``checks`` (re-measurements in a fresh worker, best first), the winner is the first
     candidate that passed; without, the fastest trial (the replay backend cannot re-measure)."""
-    trials = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("variant") in variants]
+    trials = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(Attr.VARIANT) in variants]
     done = [t for t in trials if counts_toward_budget(t)]
     ok = [t for t in done if t.state == TrialState.COMPLETE]
-    failures = Counter(t.user_attrs.get("status", "?") for t in done if t.state == TrialState.FAIL)
+    failures = Counter(t.user_attrs.get(Attr.STATUS, "?") for t in done if t.state == TrialState.FAIL)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         report = _report(study, variants, task, hw, done, ok, failures, stop_reason)
@@ -83,21 +83,21 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
         report += _verification_report(checks)
         report += _sanitizer_report(sanitized)
         (run_dir / "report.md").write_text(report)
-        if not ok or (checks and passed is None):
+        best = winner(ok, checks)
+        if best is None:
             for stale in ("best.cu", "best.json"):  # from an earlier export of this run
                 (run_dir / stale).unlink(missing_ok=True)
             return None
-        best = min(ok, key=lambda t: t.value) if passed is None else study.trials[passed.trial]
         baseline = _baseline(ok)
-        variant = variants.get(best.user_attrs["variant"])
+        variant = variants.get(best.user_attrs[Attr.VARIANT])
         tunables = {k: int(v) for k, v in best.params.items()}
         attrs = best.user_attrs
         summary = Summary(
             best_ms=best.value, variant=variant.name, tunables=tunables,
             baseline_ms=baseline.value if baseline else None,
-            baseline=baseline.user_attrs.get("variant_name", "?") if baseline else "",
-            gbps=attrs.get("gbps", 0.0), bandwidth_fraction=attrs.get("bandwidth_fraction", 0.0),
-            roofline_fraction=attrs.get("roofline_fraction", 0.0),
+            baseline=baseline.user_attrs.get(Attr.VARIANT_NAME, "?") if baseline else "",
+            gbps=attrs.get(Attr.GBPS, 0.0), bandwidth_fraction=attrs.get(Attr.BANDWIDTH_FRACTION, 0.0),
+            roofline_fraction=attrs.get(Attr.ROOFLINE_FRACTION, 0.0),
             ceiling_gbps=hw.bandwidth_ceiling / 1e9, run_dir=run_dir,
             verified=(
                 f"Re-measured in a fresh worker on held-out sizes: {passed.time_ms:.4g} ms"
@@ -114,10 +114,10 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
             "hardware": hw.name,
             "device": hw.device,
             "objective": {"name": objective.name, "reduce": objective.reduce, "unit": "ms"},
-            "variant": {"id": variant.id, "name": variant.name, **variants.meta[variant.id]},
+            "variant": {"id": variant.id, "name": variant.name, **variants.meta[variant.id].to_dict()},
             "tunables": tunables,
             "launch": {"spec": variant.spec.raw, "at": launches},
-            "measurement": {k: v for k, v in attrs.items() if k not in ORIGIN_ATTRS},
+            "measurement": {k: v for k, v in attrs.items() if k not in ORIGIN},
             "time_ms": best.value,
             "baseline": {
                 "variant": summary.baseline, "time_ms": summary.baseline_ms,
@@ -166,8 +166,8 @@ def _verification_report(checks: list[Verification] | None) -> str:
 
 
 def _baseline(ok: list[FrozenTrial]) -> FrozenTrial | None:
-    seeds = [t for t in ok if t.user_attrs.get("operator") == "seed"]
-    return min(seeds, key=lambda t: t.value) if seeds else None
+    """The best seed default: the fastest seed trial."""
+    return winner([t for t in ok if t.user_attrs.get(Attr.OPERATOR) == Op.SEED])
 
 
 def _launches(variant: Any, task: Task, hw: Hardware, tunables: dict[str, int]) -> dict[str, Any]:
@@ -223,13 +223,14 @@ def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardwar
     out += ["## Variants", "",
             "| variant | operator | trials | failed | default ms | best ms | speedup | best tunables |",
             "|---|---|---:|---:|---:|---:|---:|---|"]
+    bests = fastest_per_variant(done)
     for v in variants:
-        mine = [t for t in done if t.user_attrs.get("variant") == v.id]
+        mine = [t for t in done if t.user_attrs.get(Attr.VARIANT) == v.id]
         good = [t for t in mine if t.state == TrialState.COMPLETE]
         default = next((t.value for t in good if t.params == v.spec.default), None)
-        best = min(good, key=lambda t: t.value) if good else None
+        best = bests.get(v.id)
         out.append(
-            f"| {v.name} | {variants.meta[v.id]['operator']} | {len(mine)} | {len(mine) - len(good)} | "
+            f"| {v.name} | {variants.meta[v.id].operator} | {len(mine)} | {len(mine) - len(good)} | "
             f"{_ms(default)} | {_ms(best.value if best else None)} | "
             f"{f'{default / best.value:.2f}x' if best and default else '-'} | "
             f"{_fmt(best.params) if best else '-'} |"
@@ -240,18 +241,18 @@ def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardwar
     for t in sorted(ok, key=lambda t: t.value)[:10]:
         a = t.user_attrs
         out.append(
-            f"| {t.number} | {a.get('variant_name')} | {t.value:.4g} | {a.get('iqr_ms', 0):.2g} | "
-            f"{a.get('gbps', 0):.0f} | {100 * a.get('bandwidth_fraction', 0):.1f} | "
-            f"{a.get('registers', '-')} | {a.get('occupancy', '-')} | {_fmt(t.params)} |"
+            f"| {t.number} | {a.get(Attr.VARIANT_NAME)} | {t.value:.4g} | {a.get(Attr.IQR_MS, 0):.2g} | "
+            f"{a.get(Attr.GBPS, 0):.0f} | {100 * a.get(Attr.BANDWIDTH_FRACTION, 0):.1f} | "
+            f"{a.get(Attr.REGISTERS, '-')} | {a.get(Attr.OCCUPANCY, '-')} | {_fmt(t.params)} |"
         )
     bad = [t for t in done if t.state == TrialState.FAIL][:10]
     if bad:
         out += ["", "## Failed trials (first 10)", "",
                 "| trial | variant | status | reason |", "|---:|---|---|---|"]
         for t in bad:
-            reason = str(t.user_attrs.get("reason", "")).replace("|", "\\|").replace("\n", " ")[:200]
+            reason = str(t.user_attrs.get(Attr.REASON, "")).replace("|", "\\|").replace("\n", " ")[:200]
             a = t.user_attrs
-            out.append(f"| {t.number} | {a.get('variant_name')} | {a.get('status')} | {reason} |")
+            out.append(f"| {t.number} | {a.get(Attr.VARIANT_NAME)} | {a.get(Attr.STATUS)} | {reason} |")
     return "\n".join(out) + "\n"
 
 

@@ -22,15 +22,15 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from evolve.population import Member, noise_ms
-from evolve.search import counts_toward_budget
+from evolve.record import Attr, Op, counts_toward_budget, fastest_per_variant
 from evolve.variants import VariantStore
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 OPERATOR_COLORS = {  # shared by the SVG and the curve, so one colour means one operator
-    "seed": "#1f77b4", "tune": "#7f7f7f", "mutate": "#ff7f0e", "mutate_diff": "#9467bd",
-    "crossover": "#2ca02c", "repair": "#d62728",
+    Op.SEED: "#1f77b4", Op.TUNE: "#7f7f7f", Op.MUTATE: "#ff7f0e", Op.MUTATE_DIFF: "#9467bd",
+    Op.CROSSOVER: "#2ca02c", Op.REPAIR: "#d62728",
 }
 OTHER_COLOR = "#bcbd22"
 IMPROVED, FAILED, BORDER = "#2e7d32", "#9e9e9e", "#424242"
@@ -89,7 +89,7 @@ def lineage_rows(study: optuna.Study, variants: VariantStore) -> list[Row]:
 # ---- data ---------------------------------------------------------------------------------
 def _trials(study: optuna.Study, variants: VariantStore) -> list[FrozenTrial]:
     """Every trial of a known variant, queued ones too (they date a variant's creation)."""
-    trials = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("variant") in variants]
+    trials = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(Attr.VARIANT) in variants]
     return sorted(trials, key=lambda t: t.number)
 
 
@@ -98,37 +98,35 @@ def _rows(trials: list[FrozenTrial], variants: VariantStore) -> list[Row]:
     born = {v.id: (math.inf, i) for i, v in enumerate(variants)}
     finished: dict[str, list[FrozenTrial]] = defaultdict(list)
     for t in trials:
-        vid = t.user_attrs["variant"]
+        vid = t.user_attrs[Attr.VARIANT]
         born[vid] = min(born[vid], (t.number, 0))
         if counts_toward_budget(t):
             finished[vid].append(t)
-    bests = {vid: m for vid, ts in finished.items() if (m := _member(vid, ts)) is not None}
+    bests = {vid: _member(vid, best, finished[vid])
+             for vid, best in fastest_per_variant(t for ts in finished.values() for t in ts).items()}
     return [_row(vid, variants, finished[vid], bests) for vid in sorted(born, key=born.__getitem__)]
 
 
-def _member(vid: str, trials: list[FrozenTrial]) -> Member | None:
+def _member(vid: str, best: FrozenTrial, trials: list[FrozenTrial]) -> Member:
     """The variant's fastest correct trial, shaped as the population keeps it (for the noise rule)."""
-    ok = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
-    if not ok:
-        return None
-    best = min(ok, key=lambda t: t.value)
-    return Member(vid, best.value, float(best.user_attrs.get("iqr_ms", 0.0)), best, len(ok))
+    n_ok = sum(t.state == TrialState.COMPLETE and t.value is not None for t in trials)
+    return Member(vid, best.value, float(best.user_attrs.get(Attr.IQR_MS, 0.0)), best, n_ok)
 
 
 def _row(vid: str, variants: VariantStore, trials: list[FrozenTrial], bests: dict[str, Member]) -> Row:
     meta = variants.meta[vid]
-    parents = tuple(meta["parents"])
+    parents = tuple(meta.parents)
     mine, parent = bests.get(vid), bests.get(parents[0]) if parents else None
     first = trials[0] if trials else None
-    status = "ok" if mine else (str(first.user_attrs.get("status", "?")) if first else "pending")
+    status = "ok" if mine else (str(first.user_attrs.get(Attr.STATUS, "?")) if first else "pending")
     return Row(
-        id=vid, name=meta["name"], operator=meta["operator"], parents=parents,
-        parent_names=tuple(variants.meta[p]["name"] if p in variants else p for p in parents),
-        island=meta.get("island"), model=str(meta.get("model") or ""), tokens=meta.get("tokens"),
+        id=vid, name=meta.name, operator=meta.operator, parents=parents,
+        parent_names=tuple(variants.meta[p].name if p in variants else p for p in parents),
+        island=meta.island, model=meta.model or "", tokens=meta.tokens,
         trials=len(trials), best_ms=mine.best_ms if mine else None,
         best_trial=mine.best.number if mine else None, parent_ms=parent.best_ms if parent else None,
         improvement=bool(mine and parent and mine.best_ms < parent.best_ms - noise_ms(mine, parent)),
-        status=status, reason="" if mine or not first else str(first.user_attrs.get("reason", "")),
+        status=status, reason="" if mine or not first else str(first.user_attrs.get(Attr.REASON, "")),
     )
 
 
@@ -141,7 +139,7 @@ def _table(study_name: str, rows: list[Row]) -> str:
     improvements = [r for r in rows if r.improvement]
     out = [
         f"# Lineage of run `{study_name}`", "",
-        f"{len(rows)} variants, {sum(r.operator == 'seed' for r in rows)} of them seeds; "
+        f"{len(rows)} variants, {sum(r.operator == Op.SEED for r in rows)} of them seeds; "
         f"{len(improvements)} improvements. A child improves when its best time beats its first "
         "parent's best by more than 2 × (IQR of the child's best trial + IQR of the parent's).", "",
         "| variant | id | operator | parents | island | model | tokens | trials | best ms | speedup "
@@ -338,7 +336,7 @@ def _curve(study_name: str, finished: list[FrozenTrial], rows: list[Row], path: 
     last = finished[-1].number if finished else 0
     by_op: dict[str, list[FrozenTrial]] = defaultdict(list)
     for t in ok:
-        by_op[str(t.user_attrs.get("operator", "?"))].append(t)
+        by_op[str(t.user_attrs.get(Attr.OPERATOR, "?"))].append(t)
     for op in [o for o in OPERATOR_COLORS if o in by_op] + sorted(set(by_op) - set(OPERATOR_COLORS)):
         ts = by_op[op]
         ax.scatter([t.number for t in ts], [t.value for t in ts], s=16, zorder=2,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from optuna.trial import FrozenTrial, TrialState
 
+from evolve.record import Attr
 from evolve.spec import normalize_source
 
 _TOKEN = re.compile(r"\w+|[^\s\w]")
@@ -51,10 +52,10 @@ class Population:
     def observe(self, trial: FrozenTrial, island: int | None) -> None:
         """Feed the next finished trial (in trial-number order)."""
         self.observed += 1
-        vid = trial.user_attrs.get("variant")
+        vid = trial.user_attrs.get(Attr.VARIANT)
         if trial.state == TrialState.COMPLETE and vid is not None and island is not None:
             m = self.members.get(vid)
-            iqr = float(trial.user_attrs.get("iqr_ms", 0.0))
+            iqr = float(trial.user_attrs.get(Attr.IQR_MS, 0.0))
             if m is None:
                 m = self.members[vid] = Member(vid, trial.value, iqr, trial, 0)
             elif trial.value < m.best_ms:

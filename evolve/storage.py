@@ -11,7 +11,6 @@ import contextlib
 import datetime as dt
 import sqlite3
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,30 +23,30 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from evolve.errors import EvolveError
 from evolve.hardware import MEASURED
+from evolve.settings import StorageSettings
 
 HARDWARE_STUDY = "_evolve_hardware"
 
 
-def open_storage(cfg: Mapping[str, Any]) -> tuple[BaseStorage, FileSystemArtifactStore]:
-    kind = cfg.get("kind")
-    artifacts = Path(str(cfg.get("artifacts") or "runs/artifacts"))
+def open_storage(cfg: StorageSettings) -> tuple[BaseStorage, FileSystemArtifactStore]:
+    artifacts = Path(cfg.artifacts)
     artifacts.mkdir(parents=True, exist_ok=True)
-    if kind == "rdb":
-        url = cfg.get("url")
-        if not url:
+    if cfg.kind == "rdb":
+        if not cfg.url:
             raise EvolveError("storage.url is required, e.g. storage.url=postgresql://user@host/db")
-        url = str(url)
-        if url.startswith("sqlite:///"):
-            path = Path(url.removeprefix("sqlite:///"))
+        if cfg.url.startswith("sqlite:///"):
+            path = Path(cfg.url.removeprefix("sqlite:///"))
             path.parent.mkdir(parents=True, exist_ok=True)
             _write_ahead_log(path)
-        storage: BaseStorage = _rdb(url)
-    elif kind == "journal":
-        path = Path(str(cfg.get("path") or "runs/evolve.journal"))
+        storage: BaseStorage = _rdb(cfg.url)
+    elif cfg.kind == "journal":
+        if not cfg.path:
+            raise EvolveError("storage.path is required for a journal, e.g. storage.path=runs/evolve.journal")
+        path = Path(cfg.path)
         path.parent.mkdir(parents=True, exist_ok=True)
         storage = JournalStorage(JournalFileBackend(str(path)))
     else:
-        raise EvolveError(f"unknown storage kind {kind!r}: use storage=sqlite, postgres or journal")
+        raise EvolveError(f"unknown storage kind {cfg.kind!r}: use storage=sqlite, postgres or journal")
     return storage, FileSystemArtifactStore(str(artifacts))
 
 

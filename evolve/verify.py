@@ -14,7 +14,9 @@ from optuna.trial import FrozenTrial
 
 from evolve.backends import Backend
 from evolve.hardware import Hardware
+from evolve.measurement import Status
 from evolve.objective import Objective
+from evolve.record import Attr
 from evolve.task import Task, size_label
 from evolve.variants import VariantStore
 
@@ -32,7 +34,7 @@ class Verification:
 
     @property
     def passed(self) -> bool:
-        return self.status == "ok"
+        return self.status == Status.OK
 
     @property
     def reproduced(self) -> bool:
@@ -58,13 +60,14 @@ def holdout_sizes(task: Task) -> list[dict[str, int]]:
 
 def verify(backend: Backend, task: Task, hw: Hardware, objective: Objective, variants: VariantStore,
            ranked: list[FrozenTrial], tries: int = 3) -> list[Verification]:
-    """Re-measure the best candidates in order until one passes; every attempt is returned."""
+    """Re-measure the best candidates (``record.ranked``) in order until one passes; every attempt
+    is returned."""
     held = dataclasses.replace(task, correctness_sizes=tuple(holdout_sizes(task)))
     backend.start(held, hw)
     out = []
     try:
         for t in ranked[:tries]:
-            variant = variants.get(t.user_attrs["variant"])
+            variant = variants.get(t.user_attrs[Attr.VARIANT])
             m = backend.evaluate(variant, _ints(t.params), objective.sizes(held))
             out.append(Verification(
                 trial=t.number, status=m.status.value, reason=m.reason,

@@ -11,11 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import optuna
 import pytest
 import yaml
+from optuna.artifacts import FileSystemArtifactStore
 
 from evolve.paths import CONF_DIR
 from evolve.task import Task, builtin_task
+from evolve.variants import VariantStore
 
 TASKS = sorted(p.stem for p in (CONF_DIR / "task").glob("*.yaml"))
 
@@ -30,6 +33,13 @@ def task(name: str) -> Task:
 
 def hardware_config(name: str) -> dict[str, Any]:
     return yaml.safe_load((CONF_DIR / "hardware" / f"{name}.yaml").read_text())
+
+
+def variant_store(folder: Path, name: str = "t") -> VariantStore:
+    """A run's study in a real SQLite file, with its variant store (artifacts in the folder)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(study_name=name, storage=f"sqlite:///{folder}/t.db", load_if_exists=True)
+    return VariantStore(study, FileSystemArtifactStore(str(folder)))
 
 
 @functools.cache

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
+import evolve.settings  # noqa: F401  (registers the configuration schema with Hydra)
 from evolve.paths import CONF_DIR, ROOT
 
 GROUPS = ("task", "hardware", "objective", "search", "storage", "backend")
@@ -76,6 +77,13 @@ def test_without_a_gpu_the_run_stops_with_one_line(in_tmp: Path) -> None:
     (("storage=postgres", "storage.url=postgresql://u:hunter2@127.0.0.1:1/x", "backend=replay",
       "hardware=h200"), "cannot open storage"),
     (("task.seeds=[missing.cu]",), "not found"),
+    (("search.n_trial=5",), "Key 'n_trial' not in 'SearchSettings' (did you mean n_trials?)"),
+    (("search.n_trials=abc",), "search.n_trials=abc: Value 'abc' of type 'str' could not be converted"),
+    (("role=foo",), "expected one of [all, propose, evaluate]"),
+    (("evolution.prompts.mutate=x.md",), "(+evolution.prompts.mutate=x.md adds it)"),
+    (("task=nosuch",), "Could not find 'task/nosuch': choose one of layernorm"),
+    (("llm.max_calls=-",), "llm.max_calls"),
+    (("workers=two", "backend=replay", "hardware=h200", "llm=none"), "workers must be a number or auto"),
 ])
 def test_user_errors_are_one_line(in_tmp: Path, args: tuple[str, ...], needle: str) -> None:
     out = cli(*args)

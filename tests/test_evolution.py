@@ -14,7 +14,7 @@ from test_search import evolve, finished, study
 
 from evolve.llm.log import read
 from evolve.paths import ROOT
-from evolve.search import counts_toward_budget
+from evolve.record import counts_toward_budget
 
 NAIVE = (ROOT / "kernels/softmax/naive.cu").read_text()
 BLOCK_ROW = (ROOT / "kernels/softmax/block_row.cu").read_text()

@@ -50,7 +50,7 @@ def trial(store: VariantStore, v: Variant, operator: str, ms: float | None = Non
           status: str | None = None, reason: str = "") -> None:
     attrs: dict[str, Any] = {
         "variant": v.id, "variant_name": v.name, "operator": operator,
-        "parents": store.meta[v.id]["parents"], "status": status or ("ok" if ms is not None else "wrong"),
+        "parents": store.meta[v.id].parents, "status": status or ("ok" if ms is not None else "wrong"),
     }
     if ms is not None:
         attrs |= {"iqr_ms": iqr, "gbps": 100.0, "bandwidth_fraction": 0.1}
@@ -220,4 +220,4 @@ def test_many_variants_stay_in_a_readable_layout(store: VariantStore, tmp_path: 
     assert (len(boxes), len(edges)) == (40, 38)
     assert len({(b.get("x"), b.get("y")) for b in boxes}) == 40
     for v in family:
-        assert all(box_x(root, store.get(p)) < box_x(root, v) for p in store.meta[v.id]["parents"])
+        assert all(box_x(root, store.get(p)) < box_x(root, v) for p in store.meta[v.id].parents)

@@ -25,6 +25,7 @@ from evolve.llm.factory import create_llm
 from evolve.llm.log import prompt_hash, read
 from evolve.llm.mailbox import Mailbox, estimate_tokens
 from evolve.paths import ROOT
+from evolve.settings import LLMSettings
 
 SCRIPT = ROOT / "scripts/answer_mailbox.py"
 MODEL = ROOT / "tests/scripted_model.py"
@@ -37,7 +38,8 @@ MAILBOX = ["llm=mailbox", "llm.poll_s=0.02"]
 
 
 def box(folder: Path, timeout_s: float = 10.0, **cfg: object) -> Mailbox:
-    return Mailbox({"mailbox": str(folder), "timeout_s": timeout_s, "poll_s": 0.01, **cfg}, Prices({}))
+    return Mailbox(LLMSettings(name="mailbox", mailbox=str(folder), timeout_s=timeout_s, poll_s=0.01,
+                               **cfg), Prices({}))
 
 
 def wait_for(path: Path, timeout_s: float = 10.0) -> None:
@@ -103,7 +105,7 @@ def test_the_prompt_file_is_for_a_person_and_the_request_file_for_a_program(tmp_
 
 
 def test_usage_given_by_the_answerer_replaces_the_estimate_and_is_priced(tmp_path: Path) -> None:
-    mb = Mailbox({"mailbox": str(tmp_path), "poll_s": 0.01, "model": "gpt-5"},
+    mb = Mailbox(LLMSettings(name="mailbox", mailbox=str(tmp_path), poll_s=0.01, model="gpt-5"),
                  Prices({"gpt-5": {"input": 1.25, "output": 10.0}}))
     th, out = in_thread(mb, MESSAGES)
     wait_for(tmp_path / "0001.request.json")
@@ -167,11 +169,11 @@ def test_two_mailboxes_on_one_directory_never_share_a_number(tmp_path: Path) -> 
 
 
 def test_the_factory_makes_a_mailbox_and_refuses_one_without_a_directory(tmp_path: Path) -> None:
-    llm, why_not = create_llm({"name": "mailbox", "mailbox": str(tmp_path / "mb"), "model": "claude-chat"})
+    llm, why_not = create_llm(LLMSettings(name="mailbox", mailbox=str(tmp_path / "mb"), model="claude-chat"))
     assert isinstance(llm, Mailbox) and why_not is None and llm.model == "claude-chat"
     assert (tmp_path / "mb").is_dir()
     with pytest.raises(EvolveError, match=r"llm\.mailbox is required"):
-        create_llm({"name": "mailbox", "mailbox": None})
+        create_llm(LLMSettings(name="mailbox", mailbox=None))
 
 
 def answer_script(mailbox: Path, *command: str, once: bool = True) -> subprocess.CompletedProcess[str]:

@@ -18,7 +18,7 @@ from optuna.trial import TrialState
 
 from evolve.measurement import NOT_COUNTED
 from evolve.paths import ROOT
-from evolve.search import counts_toward_budget
+from evolve.record import counts_toward_budget, fixed_params
 
 TILED = (ROOT / "kernels/transpose/tiled.cu").read_text()
 ENV = {**{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EVOLVE_LLM_"))},
@@ -37,10 +37,6 @@ def evaluator(url: str, n: int) -> subprocess.Popen[str]:
          "backend.delay_s=0.25", "evolution.idle_wait_s=8"],
         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-
-
-def _params(t: optuna.trial.FrozenTrial) -> dict:
-    return dict(t.system_attrs.get("fixed_params") or t.params)
 
 
 def counted(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
@@ -86,7 +82,7 @@ def test_evaluators_and_a_proposer_share_one_study_and_one_budget(in_tmp: Path, 
     assert proposer.returncode == 0
     done = counted(study)
     table = "\n".join(f"{t.number} {t.state.name} {t.user_attrs.get('status')} {t.user_attrs.get('worker')} "
-                      f"{t.user_attrs.get('variant_name')} {t.user_attrs.get('operator')} {_params(t)}"
+                      f"{t.user_attrs.get('variant_name')} {t.user_attrs.get('operator')} {fixed_params(t)}"
                       for t in study.get_trials(deepcopy=False))
     assert len(done) == 18, f"exactly the budget, across three processes\n{table}"
     keys = [(t.user_attrs["variant"], tuple(sorted(t.params.items()))) for t in done]

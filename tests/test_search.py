@@ -15,13 +15,14 @@ from typing import Any
 
 import optuna
 import pytest
+from conftest import task
 from hydra import compose, initialize_config_dir
 from optuna.trial import TrialState
 
 from evolve.cli import run
 from evolve.paths import CONF_DIR, ROOT
+from evolve.record import counts_toward_budget, fixed_params
 from evolve.recording import builtin_path
-from evolve.search import counts_toward_budget
 
 REPLAY = ["backend=replay", "hardware=h200", "search.progress=false", "llm=none"]
 
@@ -144,6 +145,32 @@ def test_stale_running_trial_is_retried_without_charging_the_budget(in_tmp: Path
     assert len(interrupted) == 1 and interrupted[0].state == TrialState.FAIL
     assert len(finished("s")) == 5
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+
+
+def test_a_candidate_whose_evaluator_died_twice_is_recorded_as_crashed(in_tmp: Path) -> None:
+    """A killed run leaves the trial it was measuring RUNNING; a resume queues the candidate again.
+    If the evaluator dies on it once more (the candidate may be what kills it), the next resume
+    records it as crashed instead of measuring it again, and completes."""
+    evolve("task=softmax", "run.name=d", "search.n_trials=3", "search.seed=0")
+    naive = task("softmax").seeds()[0]
+    measured = [t.params for t in study("d").trials if t.user_attrs["variant"] == naive.id]
+    cfg = next(c for c in naive.spec.space() if c not in measured)
+    study("d").enqueue_trial(cfg, user_attrs={"variant": naive.id, "variant_name": naive.name,
+                                              "operator": "tune", "parents": [naive.id]})
+    study("d").ask()  # RUNNING: the run measuring it was killed
+    evolve("task=softmax", "run.name=d", "search.n_trials=3")  # the budget is spent: it stays queued
+    assert study("d").ask().params == {}  # the next run pops it (params come with measuring) ...
+    evolve("task=softmax", "run.name=d", "search.n_trials=5")  # ... and dies measuring it again
+    trials = study("d").trials
+    crashed = [t for t in trials if t.user_attrs.get("status") == "crashed"]
+    assert len(crashed) == 1 and crashed[0].state == TrialState.FAIL
+    assert "died 2 times" in crashed[0].user_attrs["reason"] and fixed_params(crashed[0]) == cfg
+    assert [t.user_attrs.get("status") for t in trials].count("interrupted") == 1
+    assert crashed[0] in finished("d") and len(finished("d")) == 5, "the crash counts, the run completes"
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    assert not [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs["variant"] == naive.id
+                and t.params == cfg], "never measured again"
+    assert "crashed" in (in_tmp / "runs/d/report.md").read_text()
 
 
 def test_search_stops_when_every_configuration_is_measured(in_tmp: Path) -> None:

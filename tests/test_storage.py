@@ -9,7 +9,8 @@ import pytest
 from test_search import evolve
 
 from evolve.errors import EvolveError
-from evolve.search import counts_toward_budget
+from evolve.record import counts_toward_budget
+from evolve.settings import StorageSettings
 from evolve.storage import cached_ceilings, open_storage, store_ceilings
 
 
@@ -25,16 +26,16 @@ def test_run_and_resume_on_each_storage(in_tmp: Path, kind: str, request: pytest
     name = f"st-{kind}"
     evolve("task=softmax", f"run.name={name}", "search.n_trials=3", f"storage={kind}", *extra)
     evolve("task=softmax", f"run.name={name}", "search.n_trials=6", f"storage={kind}", *extra)
-    cfg = {"sqlite": {"kind": "rdb", "url": "sqlite:///runs/evolve.db"},
-           "journal": {"kind": "journal", "path": "runs/evolve.journal"},
-           "postgres": {"kind": "rdb", "url": url}}[kind]
-    storage, _ = open_storage({**cfg, "artifacts": "runs/artifacts"})
+    cfg = {"sqlite": StorageSettings(kind="rdb", url="sqlite:///runs/evolve.db"),
+           "journal": StorageSettings(kind="journal", path="runs/evolve.journal"),
+           "postgres": StorageSettings(kind="rdb", url=url)}[kind]
+    storage, _ = open_storage(cfg)
     assert _finished(storage, name) == 6
     assert (in_tmp / "runs" / name / "best.cu").is_file()
 
 
 def test_ceiling_cache_round_trip(in_tmp: Path) -> None:
-    storage, _ = open_storage({"kind": "rdb", "url": "sqlite:///runs/x.db", "artifacts": "runs/a"})
+    storage, _ = open_storage(StorageSettings(kind="rdb", url="sqlite:///runs/x.db", artifacts="runs/a"))
     key = "NVIDIA H200|driver 13000"
     assert cached_ceilings(storage, key) is None
     measured = {"copy_bandwidth_bps": 4.25e12, "read_bandwidth_bps": 4.4e12}
@@ -45,7 +46,7 @@ def test_ceiling_cache_round_trip(in_tmp: Path) -> None:
 
 def test_unknown_storage_kind_is_a_clear_error(in_tmp: Path) -> None:
     with pytest.raises(EvolveError, match="unknown storage kind"):
-        open_storage({"kind": "redis"})
+        open_storage(StorageSettings(kind="redis"))
 
 
 def test_sqlite_storage_writes_ahead_and_syncs_at_checkpoints(in_tmp: Path) -> None:
@@ -53,7 +54,7 @@ def test_sqlite_storage_writes_ahead_and_syncs_at_checkpoints(in_tmp: Path) -> N
     normal sync, and what it wrote is there for a fresh reader."""
     import sqlite3
 
-    storage, _ = open_storage({"kind": "rdb", "url": "sqlite:///runs/w.db"})
+    storage, _ = open_storage(StorageSettings(kind="rdb", url="sqlite:///runs/w.db"))
     study = optuna.create_study(study_name="w", storage=storage)
     study.enqueue_trial({"x": 1})
     with storage.engine.connect() as conn:  # type: ignore[attr-defined]
@@ -65,7 +66,7 @@ def test_sqlite_storage_writes_ahead_and_syncs_at_checkpoints(in_tmp: Path) -> N
 
 
 def _open_and_create(url: str, name: str) -> None:
-    storage, _ = open_storage({"kind": "rdb", "url": url, "artifacts": "runs/artifacts"})
+    storage, _ = open_storage(StorageSettings(kind="rdb", url=url))
     optuna.create_study(study_name=name, storage=storage)
 
 
@@ -83,6 +84,6 @@ def test_processes_creating_one_sqlite_database_at_once_all_get_it(in_tmp: Path)
         for p in procs:
             p.join(120)
         assert [p.exitcode for p in procs] == [0] * 4, f"round {r}"
-        storage, _ = open_storage({"kind": "rdb", "url": url})
+        storage, _ = open_storage(StorageSettings(kind="rdb", url=url))
         names = {s.study_name for s in optuna.study.get_all_study_summaries(storage)}
         assert names == {f"s{i}" for i in range(4)}

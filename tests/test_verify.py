@@ -10,6 +10,7 @@ from test_search import evolve
 from evolve.export import export
 from evolve.hardware import named
 from evolve.objective import Objective
+from evolve.settings import StorageSettings
 from evolve.storage import open_storage
 from evolve.task import load_task, size_label
 from evolve.variants import VariantStore
@@ -29,8 +30,8 @@ def test_holdout_sizes_are_new_and_awkward() -> None:
 
 def _replay_run(name: str) -> tuple[optuna.Study, VariantStore]:
     evolve("task=transpose", f"run.name={name}", "search.n_trials=8", "search.seed=2")
-    storage, artifacts = open_storage({"kind": "rdb", "url": "sqlite:///runs/evolve.db",
-                                       "artifacts": "runs/artifacts"})
+    storage, artifacts = open_storage(StorageSettings(kind="rdb", url="sqlite:///runs/evolve.db",
+                                                      artifacts="runs/artifacts"))
     study = optuna.load_study(study_name=name, storage=storage)
     variants = VariantStore(study, artifacts)
     variants.load()

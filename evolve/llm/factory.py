@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from evolve.errors import EvolveError
 from evolve.llm import LLM
 from evolve.llm.budget import Prices
+from evolve.settings import LLMSettings
 
 NO_ENDPOINT = (
     "no LLM endpoint configured (export OPENAI_API_KEY, or EVOLVE_LLM_BASE_URL and EVOLVE_LLM_MODEL, "
@@ -16,24 +17,25 @@ NO_ENDPOINT = (
 )
 
 
-def create_llm(cfg: Mapping[str, Any]) -> tuple[LLM | None, str | None]:
+def create_llm(cfg: LLMSettings) -> tuple[LLM | None, str | None]:
     """The configured LLM, or None and why evolution is off."""
-    name = cfg.get("name")
-    if name == "none":
+    if cfg.name == "none":
         return None, "llm=none: tuning only"
-    if name == "replay":
+    if cfg.name == "replay":
         from evolve.llm.replay import ReplayLLM
 
-        return ReplayLLM(Path(str(cfg["recording"]))), None
-    if name == "mailbox":
+        if not cfg.recording:
+            raise EvolveError("llm=replay needs llm.recording=runs/<run>/llm.jsonl")
+        return ReplayLLM(Path(cfg.recording)), None
+    if cfg.name == "mailbox":
         from evolve.llm.mailbox import Mailbox
 
-        return Mailbox(cfg, Prices(cfg.get("prices") or {})), None
-    if name == "auto":
-        if cfg.get("base_url"):
-            cfg = {**cfg, "default_api_key": cfg.get("default_api_key") or "EMPTY"}
-        elif not os.environ.get(str(cfg.get("api_key_env") or "OPENAI_API_KEY")):
+        return Mailbox(cfg, Prices(cfg.prices)), None
+    if cfg.name == "auto":
+        if cfg.base_url:
+            cfg = dataclasses.replace(cfg, default_api_key=cfg.default_api_key or "EMPTY")
+        elif not os.environ.get(cfg.api_key_env):
             return None, NO_ENDPOINT
     from evolve.llm.openai_chat import OpenAIChat
 
-    return OpenAIChat(cfg, Prices(cfg.get("prices") or {})), None
+    return OpenAIChat(cfg, Prices(cfg.prices)), None

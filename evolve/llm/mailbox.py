@@ -31,14 +31,13 @@ import os
 import re
 import threading
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from evolve.errors import EvolveError
 from evolve.llm import Completion, LLMError, Messages, Purpose
 from evolve.llm.budget import Prices
 from evolve.llm.log import prompt_hash
+from evolve.settings import LLMSettings
 
 log = logging.getLogger(__name__)
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English and code with GPT-style tokenizers
@@ -54,8 +53,8 @@ def estimate_tokens(text: str) -> int:
 class Mailbox:
     """Thread-safe: each proposer thread waits on its own request."""
 
-    def __init__(self, cfg: Mapping[str, Any], prices: Prices):
-        folder = cfg.get("mailbox")
+    def __init__(self, cfg: LLMSettings, prices: Prices):
+        folder = cfg.mailbox
         if not folder:
             raise EvolveError("llm.mailbox is required: the directory where requests and answers are kept")
         self.dir = Path(str(folder)).expanduser().resolve()  # absolute: the run may change directory
@@ -63,9 +62,9 @@ class Mailbox:
             self.dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise EvolveError(f"llm.mailbox={folder}: cannot create it ({exc.strerror})") from None
-        self.model = str(cfg.get("model") or "mailbox")
-        self.timeout_s = float(cfg.get("timeout_s") or 3600)
-        self.poll_s = float(cfg.get("poll_s") or 1.0)
+        self.model = cfg.model or "mailbox"
+        self.timeout_s = cfg.timeout_s
+        self.poll_s = cfg.poll_s
         self.prices = prices
         self._lock = threading.Lock()
         self._open: dict[str, list[int]] = {}  # prompt hash -> requests never taken, oldest first

@@ -11,44 +11,41 @@ import os
 import random
 import threading
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from evolve.errors import EvolveError
 from evolve.llm import Completion, LLMError, Messages, Purpose
 from evolve.llm.budget import Prices
+from evolve.settings import LLMSettings
 
 
 class OpenAIChat:
-    def __init__(self, cfg: Mapping[str, Any], prices: Prices):
+    def __init__(self, cfg: LLMSettings, prices: Prices):
         try:
             import openai
         except ImportError:
             raise EvolveError("the openai package is missing: pip install openai") from None
         self._openai = openai
-        self.model = str(cfg.get("model") or "")
+        self.model = cfg.model or ""
         if not self.model:
             raise EvolveError("llm.model is required, e.g. llm.model=gpt-5-mini")
-        env = str(cfg.get("api_key_env") or "OPENAI_API_KEY")
-        key = os.environ.get(env) or cfg.get("default_api_key")
+        key = os.environ.get(cfg.api_key_env) or cfg.default_api_key
         if not key:
-            raise EvolveError(f"{env} is not set: export it, or use llm=local for a server without keys")
-        self._client = openai.OpenAI(
-            base_url=cfg.get("base_url") or None, api_key=str(key),
-            timeout=float(cfg.get("timeout_s", 120)), max_retries=0,
-        )
-        self._secret = str(key)  # only to scrub it from error messages
+            raise EvolveError(
+                f"{cfg.api_key_env} is not set: export it, or use llm=local for a server without keys")
+        self._client = openai.OpenAI(base_url=cfg.base_url or None, api_key=key, timeout=cfg.timeout_s,
+                                     max_retries=0)
+        self._secret = key  # only to scrub it from error messages
         self.prices = prices
-        self.max_retries = int(cfg.get("max_retries", 4))
-        self.backoff_s = float(cfg.get("backoff_s", 2.0))
-        self.max_backoff_s = float(cfg.get("max_backoff_s", 60.0))
-        self._slots = threading.Semaphore(max(1, int(cfg.get("concurrency", 2))))
+        self.max_retries = cfg.max_retries
+        self.backoff_s = cfg.backoff_s
+        self.max_backoff_s = cfg.max_backoff_s
+        self._slots = threading.Semaphore(max(1, cfg.concurrency))
         self._params: dict[str, Any] = {}
-        if cfg.get("temperature") is not None:
-            self._params["temperature"] = float(cfg["temperature"])
-        if cfg.get("max_output_tokens"):
-            param = str(cfg.get("token_param") or "max_completion_tokens")
-            self._params[param] = int(cfg["max_output_tokens"])
+        if cfg.temperature is not None:
+            self._params["temperature"] = cfg.temperature
+        if cfg.max_output_tokens:
+            self._params[cfg.token_param] = cfg.max_output_tokens
         self._rng = random.Random()
 
     def complete(self, messages: Messages, purpose: Purpose | None = None) -> Completion:

@@ -1,0 +1,151 @@
+"""The settings of a run, their types and their defaults, each written once (Hydra structured configs).
+
+``EvolveConfig`` is registered in Hydra's ConfigStore as ``evolve_schema``, the first entry of
+``conf/config.yaml``'s defaults list: every option file of a typed group is merged into it, so a
+key that does not exist (``search.n_trial=5``) or a value of the wrong type (``search.n_trials=abc``)
+is an error before anything runs. The option files under ``conf/`` hold only what differs
+between options. Task, hardware and backend options keep their own keys (the task and the
+backends read and check them), objective options are two keys each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import MISSING, OmegaConf
+
+
+class Role(StrEnum):
+    all = "all"  # propose and evaluate in this process
+    propose = "propose"  # LLM proposals only, for evaluators elsewhere
+    evaluate = "evaluate"  # GPU measurements only
+
+
+def _job_suffix() -> str:
+    """Jobs of one multirun share a timestamp; their number keeps run names apart."""
+    try:
+        hc = HydraConfig.get()
+    except ValueError:
+        return ""
+    return f"-{hc.job.num}" if hc.mode == RunMode.MULTIRUN else ""
+
+
+OmegaConf.register_new_resolver("evolve.job_suffix", _job_suffix, replace=True)
+
+
+@dataclass
+class RunSettings:
+    # The run's name is its study's name: run again with the same name to resume.
+    name: str = "${task.name}-${now:%Y%m%d-%H%M%S}${evolve.job_suffix:}"
+    dir: str = "runs/${run.name}"
+
+
+@dataclass
+class SearchSettings:
+    """The budget and the numeric search. Budgets are totals over resumes of the same run."""
+
+    sampler: str = "tpe"  # tpe | random | cmaes | gp | qmc | bruteforce (per variant, own history)
+    climb: bool = True  # per variant: neighbours of its best first (the sampler picks the step)
+    n_trials: int = 100  # evaluated candidates, failed ones included
+    timeout: float | None = None  # seconds of search, summed over resumes; None: no limit
+    seed: int | None = None  # sampler seed, for reproducible proposals (evaluator i: seed + i)
+    explore: float = 0.5  # optimism for variants with few trials when picking which to tune
+    verify: bool = True  # re-measure the winner in a fresh worker on held-out sizes before export
+    sanitize: bool = False  # also run the winner under compute-sanitizer (memcheck, racecheck)
+    heartbeat_s: float = 10.0  # several evaluators: a measuring one marks its trial alive this often,
+    stale_after_s: float = 60.0  # and a RUNNING trial silent this long (its evaluator died) is re-queued
+    progress: bool = True  # progress bar (on a terminal; logs show each new best instead)
+
+
+@dataclass
+class EvolutionSettings:
+    """How LLM children are made and kept."""
+
+    islands: int = 2  # sub-populations, each with its own parents
+    capacity: int = 8  # members per island
+    elite: int = 1  # an island's best members are never displaced
+    migrate_every: int = 20  # finished trials between copies of each island's best to the next
+    novelty: float = 0.3  # weight of novelty (unlike the island's other members) in parent choice
+    inspirations: int = 2  # other good kernels shown in a mutation prompt
+    failures_shown: int = 3  # recent failed children shown, with their reasons
+    operators: dict[str, float] = field(default_factory=lambda: {  # relative rates of the LLM operators
+        "mutate": 0.5,  # rewrite the whole kernel
+        "mutate_diff": 0.3,  # SEARCH/REPLACE edits of the parent
+        "crossover": 0.2,  # combine two parents
+    })  # (repair runs whenever a child fails)
+    repair: bool = True  # a child that fails to compile, launch or compute goes back once
+    tune_per_child: int = 6  # tuning trials each new variant earns while the LLM is proposing
+    max_pending: int = 2  # LLM children waiting for the GPU at most
+    overlap: bool = True  # LLM calls run while the GPU measures
+    idle_wait_s: float = 120.0  # role=evaluate: how long to wait for a proposer's children when idle
+    proposer_heartbeat_s: float = 5.0  # role=propose: the proposer says it is alive this often ...
+    proposer_stale_after_s: float = 60.0  # ... and evaluators count on it while it said so this recently
+    prompts: dict[str, str] = field(default_factory=dict)  # replace a template: name -> path
+
+
+@dataclass
+class LLMSettings:
+    """Shared by every llm option; the option file sets name, model and endpoint."""
+
+    name: str = MISSING  # auto | openai | local | mailbox | replay | none
+    model: str | None = None
+    base_url: str | None = None  # an OpenAI-compatible endpoint; None: the openai package's default
+    recording: str | None = None  # llm=replay: a run's llm.jsonl
+    mailbox: str | None = None  # llm=mailbox: the folder where requests and answers are exchanged
+    poll_s: float = 1.0  # llm=mailbox: how often the run looks for answers
+    api_key_env: str = "OPENAI_API_KEY"  # the API key is read from this environment variable, never stored
+    default_api_key: str | None = None
+    token_param: str = "max_completion_tokens"
+    temperature: float | None = None  # None: the model's default (required by some reasoning models)
+    max_output_tokens: int | None = 16384
+    timeout_s: float = 300.0
+    max_retries: int = 5  # on 429, 5xx, timeouts, dropped connections and garbage, with backoff
+    backoff_s: float = 2.0
+    max_backoff_s: float = 60.0
+    concurrency: int = 2  # LLM calls in flight at once
+    max_calls: int | None = 100  # caps, summed over resumes of the run
+    max_tokens: int | None = 3_000_000
+    max_cost_usd: float | None = 10.0
+    # USD per million tokens; check your provider's current prices
+    prices: dict[str, dict[str, float]] = field(default_factory=lambda: {
+        "gpt-5": {"input": 1.25, "output": 10.0},
+        "gpt-5-mini": {"input": 0.25, "output": 2.0},
+        "gpt-5-nano": {"input": 0.05, "output": 0.4},
+        "gpt-4.1": {"input": 2.0, "output": 8.0},
+        "gpt-4.1-mini": {"input": 0.4, "output": 1.6},
+        "gpt-4o": {"input": 2.5, "output": 10.0},
+        "gpt-4o-mini": {"input": 0.15, "output": 0.6},
+        "o4-mini": {"input": 1.1, "output": 4.4},
+    })
+
+
+@dataclass
+class StorageSettings:
+    kind: str = MISSING  # rdb (SQLite, PostgreSQL) | journal
+    url: str | None = None  # kind=rdb
+    path: str | None = None  # kind=journal: the journal file
+    artifacts: str = "runs/artifacts"  # kernel sources; shared by every process of a run
+
+
+@dataclass
+class EvolveConfig:
+    run: RunSettings = field(default_factory=RunSettings)
+    role: Role = Role.all
+    workers: str = "1"  # evaluator processes on this node: a number, or auto (one per visible GPU)
+    worker: int = 0  # this evaluator's index (e.g. -m hydra/launcher=joblib worker=0,1,2,3)
+    search: SearchSettings = field(default_factory=SearchSettings)
+    evolution: EvolutionSettings = field(default_factory=EvolutionSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    storage: StorageSettings = field(default_factory=StorageSettings)
+    task: Any = MISSING  # conf/task/*.yaml: checked by evolve.task.load_task
+    hardware: Any = MISSING  # conf/hardware/*.yaml: checked by evolve.hardware
+    objective: Any = MISSING  # conf/objective/*.yaml: checked by evolve.objective
+    backend: Any = MISSING  # conf/backend/*.yaml: read by the backend
+
+
+ConfigStore.instance().store(name="evolve_schema", node=EvolveConfig)

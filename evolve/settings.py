@@ -97,7 +97,7 @@ class LLMSettings:
     base_url: str | None = None  # an OpenAI-compatible endpoint; None: the openai package's default
     recording: str | None = None  # llm=replay: a run's llm.jsonl
     mailbox: str | None = None  # llm=mailbox: the folder where requests and answers are exchanged
-    poll_s: float = 1.0  # llm=mailbox: how often the run looks for answers
+    poll_s: float = 1.0  # llm=mailbox: how often the run looks for answers (seconds)
     api_key_env: str = "OPENAI_API_KEY"  # the API key is read from this environment variable, never stored
     default_api_key: str | None = None
     token_param: str = "max_completion_tokens"

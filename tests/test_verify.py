@@ -44,7 +44,8 @@ def test_export_takes_the_first_candidate_that_passed(in_tmp: Path) -> None:
     checks = [
         Verification(ranked[0].number, "wrong", "y: 3 of 6 elements outside tolerance", None, ranked[0].value,
                      ["rows=2,cols=2"]),
-        Verification(ranked[1].number, "ok", "", ranked[1].value * 1.01, ranked[1].value, ["rows=2,cols=2"]),
+        Verification(ranked[1].number, "ok", "", ranked[1].value * 1.01, ranked[1].value, ["rows=2,cols=2"],
+                     iqr_ms=0.006 * ranked[1].value, recorded_iqr_ms=0.005 * ranked[1].value),
     ]
     hw = named({**__import__("conftest").hardware_config("h200")})
     summary = export(study, variants, task("transpose"), hw, Objective("latency", "first"),
@@ -65,3 +66,14 @@ def test_nothing_is_exported_when_no_candidate_passes(in_tmp: Path) -> None:
                   "budget", checks) is None
     assert not Path("runs/v2/best.cu").exists()
     assert "No candidate passed re-verification" in Path("runs/v2/report.md").read_text()
+
+
+def test_a_time_is_reproduced_only_within_the_two_iqrs() -> None:
+    def check(again: float, iqr: float, recorded_iqr: float) -> bool:
+        v = Verification(0, "ok", "", again, 1.0, ["n=2"], iqr_ms=iqr, recorded_iqr_ms=recorded_iqr)
+        return v.reproduced
+
+    assert check(1.009, 0.005, 0.005)
+    assert not check(1.011, 0.005, 0.005)  # within the old 10% rule, outside the IQRs
+    assert not check(0.95, 0.01, 0.01)
+    assert not Verification(0, "wrong", "x", None, 1.0, ["n=2"]).reproduced

@@ -27,7 +27,6 @@ from omegaconf.errors import OmegaConfBaseException
 from evolve import __version__
 from evolve.backends import Backend, create_backend
 from evolve.backends.sanitize import sanitize
-from evolve.correctness import admit
 from evolve.errors import EvolveError
 from evolve.evolution import EvolutionSettings, Proposer
 from evolve.export import export
@@ -42,7 +41,8 @@ from evolve.prompts import Prompts
 from evolve.recording import RecordingWriter
 from evolve.search import Search, SearchSettings
 from evolve.storage import cached_ceilings, open_storage, store_ceilings
-from evolve.task import Task, load_task
+from evolve.task import Task
+from evolve.validation import validate
 from evolve.variants import VariantStore
 from evolve.verify import Verification, verify
 
@@ -65,13 +65,11 @@ def run(cfg: DictConfig) -> float | None:
     """One run: returns the best time in ms (what a Hydra sweeper would minimize)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     c: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
-    task = load_task(c["task"])
-    admit(task)
+    task = validate(c)  # before anything is created
     objective = Objective.from_config(c["objective"])
     settings = SearchSettings.from_config(c["search"])
     if settings.seed is not None and int(c.get("worker", 0)):  # evaluators must not propose alike
         settings = dataclasses.replace(settings, seed=settings.seed + int(c["worker"]))
-    storage, artifacts = open_storage(c["storage"])
     target = None if c["hardware"]["name"] == "auto" else named(c["hardware"])
     role = str(c.get("role", "all"))
     helpers = _start_workers(c) if role == "all" else []
@@ -80,12 +78,14 @@ def run(cfg: DictConfig) -> float | None:
     backend = None if role == "propose" else create_backend(c["backend"])
     stop = "interrupted"
     try:
+        measured_on = None if backend is None else backend.start(task, target)  # no GPU: no storage yet
+        storage, artifacts = open_storage(c["storage"])
         if backend is None:  # a proposer needs no GPU: it works with the evaluators' hardware
             hw = _stored_hardware(storage, c["run"]["name"], helpers) or target
             if hw is None:
                 raise EvolveError("role=propose needs hardware=<name> until an evaluator has created the run")
         else:
-            hw = _with_ceilings(backend.start(task, target), backend, storage)
+            hw = _with_ceilings(measured_on, backend, storage)
         study = _open_study(storage, c["run"]["name"], task, objective, hw, c)
         variants = VariantStore(study, artifacts)
         variants.load()
@@ -99,8 +99,6 @@ def run(cfg: DictConfig) -> float | None:
         run_dir = Path(c["run"]["dir"])
         if role != "evaluate":
             _attach_llm(search, c, task, hw, run_dir, settings.seed)
-        if role == "propose" and search.proposer is None and not helpers:
-            raise EvolveError("role=propose needs an LLM: choose llm=openai or llm=local")
         if helpers and search.proposer is None:  # our evaluators need not wait for children
             study.set_user_attr("proposer", {"state": "done", "reason": "no LLM"})
         with contextlib.suppress(KeyboardInterrupt):

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from evolve.correctness import admit
 from evolve.errors import EvolveError, SpecError
 from evolve.evolution import EvolutionSettings
@@ -27,6 +29,7 @@ from evolve.task import Task, load_task
 BACKENDS = ("cupy", "replay")
 STORAGE_KINDS = ("rdb", "journal")
 LLMS = ("auto", "openai", "local", "replay", "none")
+_SPEC_START = "/*@evolve"
 
 
 def validate(c: Mapping[str, Any]) -> Task:
@@ -140,11 +143,33 @@ def _evolution(c: Mapping[str, Any]) -> None:
 
 
 def _seed(path: Path) -> None:
+    """A seed's launch spec parses; a YAML mistake is reported at its line and column in the file."""
     source = path.read_text()
     try:
         Variant.parse(source, name=path.stem)
     except SpecError as exc:
-        raise EvolveError(f"seed {path}: {exc}") from None
+        raise EvolveError(f"seed {path}{_yaml_problem(exc, source) or f': {exc}'}") from None
+
+
+def _yaml_problem(exc: BaseException, source: str) -> str | None:
+    """``:line:column: problem`` in the seed file, for the YAML error behind a spec error."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, yaml.MarkedYAMLError):
+        cause = cause.__context__
+    start = source.find(_SPEC_START)
+    if not isinstance(cause, yaml.MarkedYAMLError) or cause.problem_mark is None or start < 0:
+        return None
+    start += len(_SPEC_START)
+    first_line = source[:start].count("\n")
+    first_column = start - source.rfind("\n", 0, start) - 1
+
+    def at(mark: yaml.Mark) -> str:
+        return f"{first_line + mark.line + 1}:{mark.column + 1 + (first_column if mark.line == 0 else 0)}"
+
+    context = ""
+    if cause.context and cause.context_mark:
+        context = f" ({cause.context} at {at(cause.context_mark)})"
+    return f":{at(cause.problem_mark)}: launch spec is not valid YAML: {cause.problem}{context}"
 
 
 # ---- typed values -------------------------------------------------------------------------

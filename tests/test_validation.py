@@ -94,3 +94,19 @@ def test_a_refused_run_creates_no_storage_and_no_study(in_tmp: Path, args: tuple
     _one_line_error(cli("backend=replay", "hardware=h200", "run.name=r", *args))
     assert not (in_tmp / "runs" / "evolve.db").exists()
     assert not (in_tmp / "runs" / "artifacts").exists()
+
+
+@pytest.mark.parametrize(("spec", "where", "problem"), [
+    ("kernels:\n  - name: k\n    grid: [1\n    block: 32\n", ":6:10:", "expected ',' or ']'"),
+    ("kernels: [{name: k, grid: 1, block: 32, args: []}]\ntunables:\n\tB: {values: [1], default: 1}\n",
+     ":5:1:", "found character '\\t'"),
+])
+def test_a_yaml_mistake_in_a_seed_is_shown_at_its_line_and_column(tmp_path: Path, spec: str, where: str,
+                                                                   problem: str) -> None:
+    seed = tmp_path / "bad.cu"
+    seed.write_text(f"// a seed\n/*@evolve\n{spec}*/\nextern \"C\" __global__ void k() {{}}\n")
+    with pytest.raises(EvolveError) as exc:
+        validate(config(f"task.seeds=[{seed}]"))
+    message = str(exc.value)
+    assert message.startswith(f"seed {seed}{where} launch spec is not valid YAML: "), message
+    assert problem in message

@@ -20,7 +20,6 @@ from typing import Any
 import hydra
 import optuna
 from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -39,26 +38,15 @@ from evolve.objective import Objective
 from evolve.paths import CONF_DIR
 from evolve.prompts import Prompts
 from evolve.recording import RecordingWriter
-from evolve.search import Search, SearchSettings
+from evolve.search import Search, SearchSettings, counts_toward_budget
 from evolve.storage import cached_ceilings, open_storage, store_ceilings
+from evolve.sweep import in_sweep, name_job, record_job
 from evolve.task import Task
 from evolve.validation import validate
 from evolve.variants import VariantStore
 from evolve.verify import Verification, verify
 
 log = logging.getLogger("evolve")
-
-
-def _job_suffix() -> str:
-    """Jobs of one multirun share a timestamp; their number keeps run names apart."""
-    try:
-        hc = HydraConfig.get()
-    except ValueError:
-        return ""
-    return f"-{hc.job.num}" if hc.mode == RunMode.MULTIRUN else ""
-
-
-OmegaConf.register_new_resolver("evolve.job_suffix", _job_suffix, replace=True)
 
 
 def run(cfg: DictConfig) -> float | None:
@@ -129,6 +117,9 @@ def run(cfg: DictConfig) -> float | None:
         print(f"{task.name}: no correct candidate yet; see {run_dir}/report.md", file=sys.stderr)
     else:
         print(f"{task.name}: {summary.line()}")
+    record_job(study.study_name, str(run_dir), best_ms=summary.best_ms if summary else None,
+               kernel=f"{summary.variant} {_fmt(summary.tunables)}".strip() if summary else "",
+               trials=sum(counts_toward_budget(t) for t in study.get_trials(deepcopy=False)))
     if stop == "interrupted":
         print(f"interrupted: resume with  evolve task={task.name} run.name={study.study_name}",
               file=sys.stderr)
@@ -288,11 +279,22 @@ def _open_study(storage: optuna.storages.BaseStorage, name: str, task: Task,
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _app(cfg: DictConfig) -> float | None:
     try:
+        name_job(cfg)
         return run(cfg)
     except (EvolveError, OmegaConfBaseException) as exc:
-        print(f"evolve: {exc}".splitlines()[0], file=sys.stderr)
-        sys.exit(2)
+        message = f"evolve: {exc}".splitlines()[0]
+        print(message, file=sys.stderr)
+        if not in_sweep():
+            sys.exit(2)
+        # one job's mistake does not stop the sweep: its row in the table says what went wrong
+        record_job(str(OmegaConf.select(cfg, "run.name", default="?")),
+                   str(OmegaConf.select(cfg, "run.dir", default="?")), error=message.removeprefix("evolve: "))
+        return None
 
 
 def main() -> None:
     _app()
+
+
+def _fmt(tunables: dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in tunables.items())

@@ -51,6 +51,19 @@ def open_storage(cfg: Mapping[str, Any]) -> tuple[BaseStorage, FileSystemArtifac
     return storage, FileSystemArtifactStore(str(artifacts))
 
 
+def location(cfg: Mapping[str, Any]) -> str:
+    """The storage as optuna-dashboard and ``python -m evolve.bench.throughput`` take it: a URL
+    (its password hidden) or a journal file."""
+    if cfg.get("kind") == "journal":
+        return str(cfg.get("path") or "runs/evolve.journal")
+    return _redact(str(cfg.get("url") or ""))
+
+
+def dashboard_command(cfg: Mapping[str, Any]) -> str:
+    """The command that shows this storage's studies, with their kernel sources."""
+    return f"optuna-dashboard {location(cfg)} --artifact-dir {cfg.get('artifacts') or 'runs/artifacts'}"
+
+
 def _engine_kwargs(url: str) -> dict[str, Any]:
     if url.startswith("sqlite"):
         return {"connect_args": {"timeout": 60}}

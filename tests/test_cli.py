@@ -93,3 +93,38 @@ def test_multirun_makes_one_study_per_job(in_tmp: Path) -> None:
     for n in runs:
         assert (in_tmp / "runs" / n / "best.json").is_file()
         assert len(optuna.load_study(study_name=n, storage="sqlite:///runs/evolve.db").trials) == 4
+
+
+def test_every_job_of_a_sweep_with_a_name_gets_its_own_study_and_the_sweep_ends_with_a_table(
+        in_tmp: Path) -> None:
+    """run.name=exp once made every job "resume" the first job's study (or stop at the second
+    task, "exists with a different setup"). A job that fails does not stop the sweep either."""
+    out = cli("-m", "task=vector_add,softmax", "search.sampler=random,foo", "run.name=exp", "backend=replay",
+              "hardware=h200", "search.n_trials=3", "search.progress=false", "llm=none")
+    assert out.returncode == 2, out.stderr  # a job failed: the sweep says so when it ends
+    storage = "sqlite:///runs/evolve.db"
+    runs = sorted(n for n in optuna.get_all_study_names(storage) if not n.startswith("_"))
+    assert runs == ["exp-0", "exp-2"]
+    for name, task in (("exp-0", "vector_add"), ("exp-2", "softmax")):
+        study = optuna.load_study(study_name=name, storage=storage)
+        assert study.user_attrs["task"] == task and len(study.trials) == 3
+        assert (in_tmp / "runs" / name / "best.json").is_file()
+    table = out.stdout[out.stdout.index("\nSweep runs/sweeps/"):].strip().splitlines()
+    assert table[1].split()[:3] == ["job", "task", "search.sampler"]
+    rows = [line.split() for line in table[2:6]]
+    assert [r[:3] for r in rows] == [["0", "vector_add", "random"], ["1", "vector_add", "foo"],
+                                     ["2", "softmax", "random"], ["3", "softmax", "foo"]]
+    assert rows[0][-2:] == ["3", "runs/exp-0"] and rows[2][-2:] == ["3", "runs/exp-2"]
+    assert rows[2][3] == f'{optuna.load_study(study_name="exp-2", storage=storage).best_value:.4g}'
+    assert "failed: unknown search.sampler 'foo'" in table[3]
+    assert "optuna-dashboard sqlite:///runs/evolve.db --artifact-dir runs/artifacts" in table[-1]
+    sweep = next((in_tmp / "runs" / "sweeps").iterdir())
+    assert "| 2 | softmax | random |" in (sweep / "summary.md").read_text()
+
+    again = cli("-m", "task=vector_add", "search.sampler=random", "run.name=exp", "backend=replay",
+                "hardware=h200", "search.n_trials=3", "search.progress=false", "llm=none")
+    assert again.returncode == 0, again.stderr  # the same name again resumes job 0: nothing left to run
+    assert len(optuna.load_study(study_name="exp-0", storage=storage).trials) == 3
+    sweeps = sorted((in_tmp / "runs" / "sweeps").iterdir())  # each sweep keeps its own multirun.yaml
+    assert len(sweeps) == 2 and all((s / "multirun.yaml").is_file() for s in sweeps)
+    assert "search.sampler=random,foo" in (sweeps[0] / "multirun.yaml").read_text()

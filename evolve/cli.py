@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -39,7 +40,7 @@ from evolve.paths import CONF_DIR
 from evolve.prompts import Prompts
 from evolve.recording import RecordingWriter
 from evolve.search import Search, SearchSettings, counts_toward_budget
-from evolve.storage import cached_ceilings, open_storage, store_ceilings
+from evolve.storage import cached_ceilings, open_storage, redact, store_ceilings
 from evolve.sweep import in_sweep, name_job, record_job
 from evolve.task import Task
 from evolve.validation import validate
@@ -121,10 +122,20 @@ def run(cfg: DictConfig) -> float | None:
                kernel=f"{summary.variant} {_fmt(summary.tunables)}".strip() if summary else "",
                trials=sum(counts_toward_budget(t) for t in study.get_trials(deepcopy=False)))
     if stop == "interrupted":
-        print(f"interrupted: resume with  evolve task={task.name} run.name={study.study_name}",
-              file=sys.stderr)
+        print(f"interrupted: resume with  {_resume_command(study.study_name, str(run_dir))}", file=sys.stderr)
         sys.exit(130)
     return summary.best_ms if summary else None
+
+
+def _resume_command(name: str, run_dir: str) -> str:
+    """The command that continues exactly this run: its overrides as given (a password in a URL
+    hidden), with its run name (a sweep's job: its own name and directory)."""
+    given = {o: o.lstrip("+~").split("=", 1)[0] for o in HydraConfig.get().overrides.task}
+    keep = [o for o, key in given.items() if key not in ("run.name", "run.dir")]
+    keep.append(f"run.name={name}")
+    if "run.dir" in given.values():
+        keep.append(f"run.dir={run_dir}")
+    return " ".join(["evolve", *(shlex.quote(redact(o)) for o in keep)])
 
 
 def _verify(c: dict[str, Any], backend: Backend | None, stop: str, task: Task, hw: Hardware,

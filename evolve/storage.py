@@ -56,7 +56,7 @@ def location(cfg: Mapping[str, Any]) -> str:
     (its password hidden) or a journal file."""
     if cfg.get("kind") == "journal":
         return str(cfg.get("path") or "runs/evolve.journal")
-    return _redact(str(cfg.get("url") or ""))
+    return redact(str(cfg.get("url") or ""))
 
 
 def dashboard_command(cfg: Mapping[str, Any]) -> str:
@@ -82,7 +82,7 @@ def _rdb(url: str) -> RDBStorage:
             if attempt < 2 and _lost_creation_race(exc):
                 time.sleep(0.5)
                 continue
-            raise EvolveError(f"cannot open storage {_redact(url)}: {str(exc).splitlines()[0]}") from None
+            raise EvolveError(f"cannot open storage {redact(url)}: {str(exc).splitlines()[0]}") from None
     if url.startswith("sqlite"):
         event.listen(storage.engine, "connect", _sync_at_checkpoints)
         storage.engine.dispose()  # connections opened before the listener reconnect with it
@@ -114,7 +114,7 @@ def _sync_at_checkpoints(conn: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _redact(url: str) -> str:
+def redact(url: str) -> str:
     """A URL without its password, for messages."""
     head, sep, tail = url.partition("@")
     if not sep or ":" not in head.split("//", 1)[-1]:

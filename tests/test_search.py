@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -203,10 +204,15 @@ def test_sigint_stops_cleanly_and_the_run_resumes(in_tmp: Path) -> None:
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert "resume with" in err and "Traceback" not in err
+    assert "Traceback" not in err
+    hint = next(line for line in err.splitlines() if line.startswith("interrupted: resume with  evolve "))
+    command = shlex.split(hint.split("  ", 1)[1])  # the run's own overrides, not only task and name
+    assert command == ["evolve", "task=softmax", "search.n_trials=12", *REPLAY, "backend.delay_s=0.3",
+                       "run.name=i"]
     done = len(finished("i"))
     assert 3 <= done < 12
-    resumed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    resumed = subprocess.run([sys.executable, "-m", *command], env=env, capture_output=True, text=True,
+                             timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert len(finished("i")) == 12
     s = study("i")

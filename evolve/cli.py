@@ -67,7 +67,7 @@ def run(cfg: DictConfig) -> float | None:
     backend = None if role == "propose" else create_backend(c["backend"])
     stop = "interrupted"
     try:
-        measured_on = None if backend is None else backend.start(task, target)  # no GPU: no storage yet
+        measured_on = None if backend is None else _start(backend, task, target, c)  # no GPU: no storage yet
         storage, artifacts = open_storage(c["storage"])
         if backend is None:  # a proposer needs no GPU: it works with the evaluators' hardware
             hw = _stored_hardware(storage, c["run"]["name"], helpers) or target
@@ -174,15 +174,35 @@ def _start_workers(c: dict[str, Any]) -> list[subprocess.Popen[bytes]]:
     return procs
 
 
+def _start(backend: Backend, task: Task, target: Hardware | None, c: dict[str, Any]) -> Hardware:
+    """Start the backend; where the GPU worker cannot start because this machine has no NVIDIA
+    GPU, say so, and name what runs without one (not: install CuPy, or a newer driver)."""
+    try:
+        return backend.start(task, target)
+    except EvolveError as exc:
+        if c["backend"]["name"] != "cupy" or _nvidia_smi_gpus():
+            raise
+        raise EvolveError(
+            f"no NVIDIA GPU or driver found on this machine (nvidia-smi lists none; the GPU worker: {exc}). "
+            f"Without a GPU, replay recorded H200 measurements: evolve task={task.name} backend=replay "
+            "hardware=h200"
+        ) from None
+
+
 def _visible_gpus() -> list[str]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         return [g for g in visible.split(",") if g.strip()]
+    return [str(i) for i in range(len(_nvidia_smi_gpus()))]
+
+
+def _nvidia_smi_gpus() -> list[str]:
+    """The GPUs the NVIDIA driver lists (none without a driver), read without touching CUDA."""
     try:
         out = subprocess.run(["nvidia-smi", "--list-gpus"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return []
-    return [str(i) for i, line in enumerate(out.stdout.splitlines()) if line.startswith("GPU ")]
+    return [line for line in out.stdout.splitlines() if line.startswith("GPU ")]
 
 
 def _wait(procs: list[subprocess.Popen[bytes]]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,9 +18,10 @@ from evolve.paths import CONF_DIR, ROOT
 GROUPS = ("task", "hardware", "objective", "search", "storage", "backend")
 
 
-def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, timeout: float = 180, pythonpath: list[Path] | None = None,
+        ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EVOLVE_LLM_"))}
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(map(str, [*(pythonpath or []), ROOT]))
     return subprocess.run([sys.executable, "-m", "evolve", *args], capture_output=True, text=True,
                           env=env, timeout=timeout)
 
@@ -57,15 +59,33 @@ def _one_line_error(out: subprocess.CompletedProcess[str], *needles: str) -> Non
         assert n in lines[0], lines[0]
 
 
-def test_without_a_gpu_the_run_stops_with_one_line(in_tmp: Path) -> None:
-    try:
-        import cupy
+def _no_nvidia_gpu() -> None:
+    if shutil.which("nvidia-smi") and "GPU " in subprocess.run(
+            ["nvidia-smi", "--list-gpus"], capture_output=True, text=True).stdout:
+        pytest.skip("this machine has a GPU")
 
-        if cupy.cuda.runtime.getDeviceCount() > 0:
-            pytest.skip("this machine has a GPU")
-    except Exception:
-        pass
-    _one_line_error(cli("task=softmax"), "no usable CUDA GPU")
+
+def test_without_a_gpu_the_run_stops_with_one_line_naming_the_replay(in_tmp: Path) -> None:
+    """Not 'CUDA driver version is insufficient' or 'install CuPy': there is no GPU; say what runs."""
+    _no_nvidia_gpu()
+    _one_line_error(cli("task=softmax"), "no NVIDIA GPU or driver found",
+                    "evolve task=softmax backend=replay hardware=h200")
+    assert not (in_tmp / "runs" / "evolve.db").exists()
+
+
+def test_without_a_gpu_or_cupy_the_advice_is_the_replay_too(in_tmp: Path) -> None:
+    _no_nvidia_gpu()
+    hide = in_tmp / "hide"  # a sitecustomize that makes `import cupy` fail, in the worker too
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(
+        "import sys\n\n\nclass Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'cupy':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n\n\n"
+        "sys.meta_path.insert(0, Hide())\n")
+    out = cli("task=sgemm", pythonpath=[hide])
+    _one_line_error(out, "no NVIDIA GPU or driver found", "CuPy is not installed",
+                    "evolve task=sgemm backend=replay hardware=h200")
 
 
 @pytest.mark.parametrize(("args", "needle"), [

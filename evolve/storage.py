@@ -51,6 +51,23 @@ def open_storage(cfg: Mapping[str, Any]) -> tuple[BaseStorage, FileSystemArtifac
     return storage, FileSystemArtifactStore(str(artifacts))
 
 
+def open_location(where: str) -> BaseStorage:
+    """A storage named on a command line, as optuna-dashboard takes it: a URL, or a file (SQLite
+    or journal). Never creates one: a name that does not exist is an error."""
+    if where.startswith("sqlite:///") and not Path(where.removeprefix("sqlite:///")).is_file():
+        raise EvolveError(f"{where}: no such database")
+    if "://" in where:
+        return _rdb(where)
+    path = Path(where)
+    if not path.is_file():
+        raise EvolveError(f"{where}: no such file (give a storage URL such as sqlite:///runs/evolve.db, "
+                          "or a journal file)")
+    with open(path, "rb") as f:
+        if f.read(16) == b"SQLite format 3\x00":
+            return _rdb(f"sqlite:///{path}")
+    return JournalStorage(JournalFileBackend(str(path)))
+
+
 def location(cfg: Mapping[str, Any]) -> str:
     """The storage as optuna-dashboard and ``python -m evolve.bench.throughput`` take it: a URL
     (its password hidden) or a journal file."""

@@ -312,8 +312,8 @@ def _app(cfg: DictConfig) -> float | None:
     try:
         name_job(cfg)
         return run(cfg)
-    except (EvolveError, OmegaConfBaseException) as exc:
-        message = f"evolve: {exc}".splitlines()[0]
+    except (EvolveError, OmegaConfBaseException, OSError, optuna.exceptions.StorageInternalError) as exc:
+        message = f"evolve: {_one_line(exc)}"
         print(message, file=sys.stderr)
         if not in_sweep():
             sys.exit(2)
@@ -329,3 +329,11 @@ def main() -> None:
 
 def _fmt(tunables: dict[str, int]) -> str:
     return " ".join(f"{k}={v}" for k, v in tunables.items())
+
+
+def _one_line(exc: BaseException) -> str:
+    """A problem the user can act on, in one line; the storage's real reason, not Optuna's guess
+    ("invalid data in the commit")."""
+    if isinstance(exc, optuna.exceptions.StorageInternalError) and exc.__cause__ is not None:
+        return f"the storage refused a write: {str(exc.__cause__).splitlines()[0]}"
+    return str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__

@@ -24,6 +24,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from evolve.errors import EvolveError
 from evolve.hardware import MEASURED
+from evolve.writable import writable_dir, writable_file
 
 HARDWARE_STUDY = "_evolve_hardware"
 
@@ -31,7 +32,7 @@ HARDWARE_STUDY = "_evolve_hardware"
 def open_storage(cfg: Mapping[str, Any]) -> tuple[BaseStorage, FileSystemArtifactStore]:
     kind = cfg.get("kind")
     artifacts = Path(str(cfg.get("artifacts") or "runs/artifacts"))
-    artifacts.mkdir(parents=True, exist_ok=True)
+    writable_dir(artifacts, "the artifact directory", "; choose another with storage.artifacts=<folder>")
     if kind == "rdb":
         url = cfg.get("url")
         if not url:
@@ -39,12 +40,13 @@ def open_storage(cfg: Mapping[str, Any]) -> tuple[BaseStorage, FileSystemArtifac
         url = str(url)
         if url.startswith("sqlite:///"):
             path = Path(url.removeprefix("sqlite:///"))
-            path.parent.mkdir(parents=True, exist_ok=True)
+            writable_dir(path.parent, "the database's folder", "; choose another with storage.url=sqlite:///<path>")
             _write_ahead_log(path)
+            _writable_database(path)
         storage: BaseStorage = _rdb(url)
     elif kind == "journal":
         path = Path(str(cfg.get("path") or "runs/evolve.journal"))
-        path.parent.mkdir(parents=True, exist_ok=True)
+        writable_file(path, "the journal", "; choose another with storage.path=<file>")
         storage = JournalStorage(JournalFileBackend(str(path)))
     else:
         raise EvolveError(f"unknown storage kind {kind!r}: use storage=sqlite, postgres or journal")
@@ -119,6 +121,21 @@ def _write_ahead_log(path: Path) -> None:
     with contextlib.suppress(sqlite3.OperationalError), contextlib.closing(
             sqlite3.connect(path, timeout=60)) as conn:
         conn.execute("PRAGMA journal_mode=WAL")
+
+
+def _writable_database(path: Path) -> None:
+    """A write transaction can begin (after waiting for another writer, as the run would): else
+    one line now, rather than Optuna's "invalid data in the commit" once the run has begun."""
+    try:
+        with contextlib.closing(sqlite3.connect(path, timeout=60)) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("CREATE TABLE _evolve_write_check (x)")  # a write, never committed
+            conn.rollback()
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc):
+            return  # busy for a minute: the run's own writes wait their turn
+        raise EvolveError(f"cannot write the database {path} ({exc}); make it writable, or choose another "
+                          "with storage.url=sqlite:///<path>") from None
 
 
 def _sync_at_checkpoints(conn: Any, _record: Any) -> None:

@@ -13,6 +13,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -23,8 +24,9 @@ import optuna
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 
-from evolve import __version__
+from evolve import __version__, version_line
 from evolve.backends import Backend, create_backend
 from evolve.backends.sanitize import sanitize
 from evolve.errors import EvolveError
@@ -75,7 +77,8 @@ def run(cfg: DictConfig) -> float | None:
                 raise EvolveError("role=propose needs hardware=<name> until an evaluator has created the run")
         else:
             hw = _with_ceilings(measured_on, backend, storage)
-        study = _open_study(storage, c["run"]["name"], task, objective, hw, c)
+        study = _open_study(storage, artifacts, c["run"]["name"], task, objective, hw, c)
+        _keep_invocation(cfg, Path(c["run"]["dir"]))
         variants = VariantStore(study, artifacts)
         variants.load()
         callbacks = []
@@ -276,8 +279,8 @@ def _with_ceilings(hw: Hardware, backend: Backend, storage: optuna.storages.Base
     return Hardware.from_dict({**hw.to_dict(), **ceilings})
 
 
-def _open_study(storage: optuna.storages.BaseStorage, name: str, task: Task,
-                objective: Objective, hw: Hardware, c: dict[str, Any]) -> optuna.Study:
+def _open_study(storage: optuna.storages.BaseStorage, artifacts: FileSystemArtifactStore, name: str,
+                task: Task, objective: Objective, hw: Hardware, c: dict[str, Any]) -> optuna.Study:
     """Create the run's study, or resume it if it describes the same search."""
     study = optuna.create_study(
         study_name=name, storage=storage, load_if_exists=True, direction="minimize",
@@ -301,10 +304,45 @@ def _open_study(storage: optuna.storages.BaseStorage, name: str, task: Task,
         study.set_user_attr("hardware_spec", hw.to_dict())
         study.set_user_attr("backend", c["backend"]["name"])
         study.set_user_attr("cuda_evolve", __version__)
-        study.set_user_attr("config", OmegaConf.to_yaml(c))
+        _store_config(study, artifacts, c)
     else:
         log.info("resuming run %s", name)
     return study
+
+
+def _store_config(study: optuna.Study, artifacts: FileSystemArtifactStore, c: dict[str, Any]) -> None:
+    """The whole configuration, as an artifact of the study (a password in the storage URL hidden):
+    as an attribute, its few kilobytes made `optuna studies` unreadable."""
+    storage = dict(c["storage"])
+    if storage.get("url"):
+        storage["url"] = redact(str(storage["url"]))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "config.yaml"
+        path.write_text(OmegaConf.to_yaml({**c, "storage": storage}))
+        upload_artifact(artifact_store=artifacts, file_path=str(path), study_or_trial=study,
+                        mimetype="text/plain", encoding="utf-8")
+
+
+def _keep_invocation(cfg: DictConfig, run_dir: Path) -> None:
+    """Hydra's record of how the run was called (``.hydra/config.yaml``, ``overrides.yaml``),
+    written once the study has accepted it: a refused resume must not overwrite the record of the
+    run it was refused for (Hydra's own copy is switched off: ``hydra.output_subdir: null``)."""
+    try:
+        overrides = HydraConfig.get().overrides.task
+    except ValueError:  # called outside a Hydra app (tests, tools)
+        return
+    folder = run_dir / ".hydra"
+    folder.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, folder / "config.yaml")
+    OmegaConf.save(overrides, folder / "overrides.yaml")
+
+
+def _log_to_file(message: str) -> None:
+    """The error that ended the run, in its ``evolve.log`` too (the terminal has it already)."""
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, message, None, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
@@ -315,6 +353,7 @@ def _app(cfg: DictConfig) -> float | None:
     except (EvolveError, OmegaConfBaseException, OSError, optuna.exceptions.StorageInternalError) as exc:
         message = f"evolve: {_one_line(exc)}"
         print(message, file=sys.stderr)
+        _log_to_file(message)
         if not in_sweep():
             sys.exit(2)
         # one job's mistake does not stop the sweep: its row in the table says what went wrong
@@ -324,6 +363,9 @@ def _app(cfg: DictConfig) -> float | None:
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--version"]:  # ours, not Hydra's
+        print(version_line())
+        return
     _app()
 
 

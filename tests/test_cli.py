@@ -148,3 +148,50 @@ def test_every_job_of_a_sweep_with_a_name_gets_its_own_study_and_the_sweep_ends_
     sweeps = sorted((in_tmp / "runs" / "sweeps").iterdir())  # each sweep keeps its own multirun.yaml
     assert len(sweeps) == 2 and all((s / "multirun.yaml").is_file() for s in sweeps)
     assert "search.sampler=random,foo" in (sweeps[0] / "multirun.yaml").read_text()
+
+
+def test_version_is_ours_not_hydras() -> None:
+    out = cli("--version")
+    assert out.returncode == 0 and out.stdout.startswith("cuda-evolve 0.1.0 (Hydra "), out.stdout
+
+
+def test_help_lists_only_evolves_groups() -> None:
+    groups = cli("--help").stdout.split("== Configuration groups ==")[1].split("== Configuration ==")[0]
+    listed = {line.split(":")[0] for line in groups.splitlines() if ": " in line}
+    assert listed == {*GROUPS, "llm"}  # not evolve-bench's bench and preset
+    bench = subprocess.run([sys.executable, "-m", "evolve.bench", "--help"], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert "preset: full, quick" in bench.stdout
+
+
+def test_a_refused_resume_keeps_the_runs_record_and_a_failed_run_logs_its_error(in_tmp: Path) -> None:
+    replay = ("backend=replay", "hardware=h200", "llm=none", "search.progress=false")
+    assert cli(*replay, "run.name=a", "search.n_trials=2").returncode == 0
+    record = in_tmp / "runs/a/.hydra/overrides.yaml"
+    assert "search.n_trials=2" in record.read_text()
+    refused = cli(*replay, "run.name=a", "search.n_trials=3", "task.tolerance.rtol=0.5")
+    _one_line_error(refused, "exists with a different setup")
+    assert "rtol" not in record.read_text()  # the refused overrides did not replace the run's
+    assert "exists with a different setup" in (in_tmp / "runs/a/evolve.log").read_text()
+    assert cli(*replay, "run.name=a", "search.n_trials=3").returncode == 0  # accepted: recorded
+    assert "search.n_trials=3" in record.read_text()
+    assert "task:" in (in_tmp / "runs/a/.hydra/config.yaml").read_text()
+
+    _one_line_error(cli(*replay, "run.name=b", "search.n_trials=-1"), "search.n_trials")
+    log = (in_tmp / "runs/b/evolve.log").read_text()  # was: empty
+    assert "[ERROR] - evolve: search.n_trials must be an integer >= 0, got -1" in log
+
+
+def test_the_configuration_is_an_artifact_and_the_attributes_stay_short(in_tmp: Path) -> None:
+    from optuna.artifacts import download_artifact, get_all_artifact_meta
+
+    out = cli("backend=replay", "hardware=h200", "llm=none", "run.name=s", "search.n_trials=1")
+    assert out.returncode == 0, out.stderr
+    study = optuna.load_study(study_name="s", storage="sqlite:///runs/evolve.db")
+    assert "config" not in study.user_attrs
+    assert max(len(str(v)) for k, v in study.user_attrs.items() if k != "hardware_spec") < 200
+    meta = next(m for m in get_all_artifact_meta(study) if m.filename == "config.yaml")
+    download_artifact(artifact_store=optuna.artifacts.FileSystemArtifactStore("runs/artifacts"),
+                      artifact_id=meta.artifact_id, file_path="config.yaml")
+    config = yaml.safe_load(Path("config.yaml").read_text())
+    assert config["run"]["name"] == "s" and config["task"]["name"] == "softmax"

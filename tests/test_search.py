@@ -236,3 +236,27 @@ def test_sigkill_mid_run_then_resume_loses_nothing(in_tmp: Path) -> None:
     assert {t.number: t.value for t in after if t.number in before} == before
     keys = [(t.user_attrs["variant"], tuple(sorted(t.params.items()))) for t in after]
     assert len(set(keys)) == len(keys), "no candidate measured twice"
+
+
+@pytest.mark.parametrize(("edit", "tunables", "status", "reason"), [
+    (("args: [a, b, c, n]", "args: [a, b, c, bogus]"), {"BLOCK": 256}, "launch_error", "'bogus'"),
+    (("block: BLOCK", "block: BLOCK * 4"), {"BLOCK": 512}, "launch_error", "block.x = 2048"),
+    (("", ""), {"BLOCK": 48}, "rejected", "BLOCK=48 is not one of"),
+])
+def test_what_the_gpu_would_refuse_before_running_gets_that_verdict_on_replay(
+        edit: tuple[str, str], tunables: dict[str, int], status: str, reason: str) -> None:
+    """Not 'not_recorded': a candidate whose plan the GPU backend refuses needs no recording (an
+    LLM child naming an unknown argument, a block too large for the GPU)."""
+    from conftest import hardware_config
+
+    from evolve.backends.replay import ReplayBackend
+    from evolve.hardware import named
+    from evolve.spec import Variant
+    from evolve.task import builtin_task
+
+    task = builtin_task("vector_add")
+    backend = ReplayBackend({})
+    backend.start(task, named(hardware_config("h200")))
+    source = (ROOT / "kernels/vector_add/naive.cu").read_text().replace(*edit) + "\n// a child\n"
+    m = backend.evaluate(Variant.parse(source, name="child"), tunables, list(task.timing_sizes[:1]))
+    assert m.status.value == status and reason in m.reason, m.reason

@@ -23,7 +23,7 @@ from evolve.objective import Objective
 from evolve.prompts import NAMES as PROMPT_NAMES
 from evolve.samplers import make_sampler
 from evolve.search import ROLES
-from evolve.spec import Variant
+from evolve.spec import Variant, iter_names
 from evolve.task import Task, load_task
 
 BACKENDS = ("cupy", "replay")
@@ -54,7 +54,7 @@ def validate(c: Mapping[str, Any]) -> Task:
     task = load_task(c["task"])
     admit(task)
     for path in task.seed_paths:
-        _seed(path)
+        _seed(path, task)
     return task
 
 
@@ -142,13 +142,20 @@ def _evolution(c: Mapping[str, Any]) -> None:
     EvolutionSettings.from_config(c["evolution"])
 
 
-def _seed(path: Path) -> None:
-    """A seed's launch spec parses; a YAML mistake is reported at its line and column in the file."""
+def _seed(path: Path, task: Task) -> None:
+    """A seed's launch spec parses (a YAML mistake is reported at its line and column in the file)
+    and names only what the task and the spec define: a seed that could never launch is refused
+    now, on every backend, rather than failing each of its trials."""
     source = path.read_text()
     try:
-        Variant.parse(source, name=path.stem)
+        spec = Variant.parse(source, name=path.stem).spec
     except SpecError as exc:
         raise EvolveError(f"seed {path}{_yaml_problem(exc, source) or f': {exc}'}") from None
+    sizes, buffers = sorted(task.correctness_sizes[0]), [a.name for a in task.args]
+    known = {*sizes, *buffers, *(t.name for t in spec.tunables), *(s.name for s in spec.scratch)}
+    if unknown := sorted(set(iter_names(spec)) - known):
+        raise EvolveError(f"seed {path}: its launch spec names {unknown}, which are not sizes "
+                          f"({', '.join(sizes)}), task arguments ({', '.join(buffers)}), tunables or scratch")
 
 
 def _yaml_problem(exc: BaseException, source: str) -> str | None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import TASKS
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from test_cli import _one_line_error, cli
@@ -28,6 +29,21 @@ def config(*overrides: str) -> dict[str, Any]:
 def test_a_sound_configuration_passes_and_gives_its_task() -> None:
     task = validate(config("task=sgemm", "search.n_trials=0", "search.timeout=30.5"))
     assert task.name == "sgemm" and len(task.seed_paths) == 3
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_every_built_in_task_and_its_seeds_pass(name: str) -> None:
+    assert validate(config(f"task={name}")).name == name
+
+
+def test_a_seed_naming_what_the_task_does_not_have_is_refused(tmp_path: Path) -> None:
+    """On replay its trials were all 'not_recorded', hiding the mistake; on the GPU each failed."""
+    seed = tmp_path / "typo.cu"
+    source = (ROOT / "kernels/vector_add/naive.cu").read_text()
+    seed.write_text(source.replace("args: [a, b, c, n]", "args: [a, b, c, nn]"))
+    with pytest.raises(EvolveError) as exc:
+        validate(config("task=vector_add", f"task.seeds=[{seed}]"))
+    assert "typo.cu: its launch spec names ['nn'], which are not sizes (n), task arguments (a, b, c)" in str(exc.value)
 
 
 @pytest.mark.parametrize(("overrides", "needle"), [

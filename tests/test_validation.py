@@ -43,7 +43,8 @@ def test_a_seed_naming_what_the_task_does_not_have_is_refused(tmp_path: Path) ->
     seed.write_text(source.replace("args: [a, b, c, n]", "args: [a, b, c, nn]"))
     with pytest.raises(EvolveError) as exc:
         validate(config("task=vector_add", f"task.seeds=[{seed}]"))
-    assert "typo.cu: its launch spec names ['nn'], which are not sizes (n), task arguments (a, b, c)" in str(exc.value)
+    assert "typo.cu: its launch spec names ['nn'], which are not sizes (n), task arguments (a, b, c)" in str(
+        exc.value)
 
 
 @pytest.mark.parametrize(("overrides", "needle"), [

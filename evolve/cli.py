@@ -186,9 +186,9 @@ def _start(backend: Backend, task: Task, target: Hardware | None, c: dict[str, A
         if c["backend"]["name"] != "cupy" or _nvidia_smi_gpus():
             raise
         raise EvolveError(
-            f"no NVIDIA GPU or driver found on this machine (nvidia-smi lists none; the GPU worker: {exc}). "
-            f"Without a GPU, replay recorded H200 measurements: evolve task={task.name} backend=replay "
-            "hardware=h200"
+            f"no NVIDIA GPU or driver found on this machine (nvidia-smi lists none). Without a GPU, replay "
+            f"recorded H200 measurements: evolve task={task.name} backend=replay hardware=h200 "
+            f"(the GPU worker said: {exc})"
         ) from None
 
 

@@ -91,10 +91,12 @@ class SweepSummary(Callback):
         swept = swept_keys(list(config.hydra.overrides.task))
         storage = OmegaConf.to_container(config.storage, resolve=True)
         table = format_table(rows, swept)
-        dashboard = f"Compare them (one study per job) in the dashboard: {dashboard_command(storage)}"
+        dashboard = ""
+        if not all(r["error"] for r in rows):
+            dashboard = f"Compare them (one study per job) in the dashboard: {dashboard_command(storage)}\n"
         markdown = markdown_table(rows, swept)
-        (folder / SUMMARY).write_text(f"# Sweep {folder.name}\n\n{markdown}\n{dashboard}\n")
-        print(f"\nSweep {folder} ({len(rows)} jobs):\n{table}\n{dashboard}")
+        (folder / SUMMARY).write_text(f"# Sweep {folder.name}\n\n{markdown}\n{dashboard}")
+        print(f"\nSweep {folder} ({len(rows)} jobs):\n{table}\n{dashboard}", end="")
         if any(r["error"] for r in rows):
             sys.exit(2)
 
@@ -110,10 +112,11 @@ def _values(row: dict[str, Any]) -> dict[str, str]:
     return {o.get_key_element(): o.get_value_element_as_str() for o in parsed}
 
 
-def _cells(row: dict[str, Any], swept: list[str]) -> list[str]:
+def _cells(row: dict[str, Any], swept: list[str], clip: int | None = None) -> list[str]:
     values = _values(row)
+    error = row["error"] if clip is None or len(row["error"]) <= clip else row["error"][:clip - 1] + "…"
     outcome = (f"{row['best_ms']:.4g}" if row["best_ms"] is not None else "-",
-               f"failed: {row['error']}" if row["error"] else row["kernel"] or "no correct candidate",
+               f"failed: {error}" if row["error"] else row["kernel"] or "no correct candidate",
                "-" if row["trials"] is None else str(row["trials"]))
     return [str(row["job"]), *(values.get(k, "") for k in swept), *outcome, row["dir"]]
 
@@ -123,7 +126,8 @@ def _header(swept: list[str]) -> list[str]:
 
 
 def format_table(rows: list[dict[str, Any]], swept: list[str]) -> str:
-    lines = [_header(swept), *(_cells(r, swept) for r in rows)]
+    """For the terminal: a failed job's reason is cut (each job printed it whole when it ended)."""
+    lines = [_header(swept), *(_cells(r, swept, clip=60) for r in rows)]
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
                      for line in lines)

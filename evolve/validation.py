@@ -35,6 +35,11 @@ _SPEC_START = "/*@evolve"
 def validate(c: Mapping[str, Any]) -> Task:
     """Check the resolved configuration; return its task, loaded and admitted, seeds parsed."""
     role = _choice(c, "role", ROLES)
+    used = ["run", "task", "search", "objective", "hardware", "storage"]
+    used += ["backend"] if role != "propose" else []
+    used += ["llm", "evolution"] if role != "evaluate" else []
+    for section in used:
+        _required(c[section], section)
     workers = _get(c, "workers")
     if workers != "auto":
         _int(c, "workers", minimum=1, hint="or auto")
@@ -180,6 +185,15 @@ def _yaml_problem(exc: BaseException, source: str) -> str | None:
 
 
 # ---- typed values -------------------------------------------------------------------------
+def _required(node: Any, key: str) -> None:
+    """Values an option leaves to the user (``???``, e.g. llm=local's model and base_url)."""
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            _required(v, f"{key}.{k}")
+    elif node == "???":
+        raise EvolveError(f"{key} must be given, e.g. {key}=...")
+
+
 def _get(c: Mapping[str, Any], key: str) -> Any:
     node: Any = c
     for part in key.split("."):

@@ -73,6 +73,9 @@ def test_a_seed_naming_what_the_task_does_not_have_is_refused(tmp_path: Path) ->
      "at least one rate must be above 0"),
     (["+evolution.prompts.bogus=x.md"], "evolution.prompts.bogus: no such template"),
     (["objective.reduce=mean"], "objective.reduce must be one of"),
+    (["llm=local"], "llm.model must be given, e.g. llm.model=..."),
+    (["llm=local", "llm.model=m"], "llm.base_url must be given"),
+    (["llm=replay"], "llm.recording must be given"),
     (["task.seeds=[]"], "needs at least one seed kernel"),
 ])
 def test_every_mistake_is_one_line_naming_the_key(overrides: list[str], needle: str) -> None:
@@ -88,6 +91,7 @@ def test_the_llm_key_is_checked_before_the_run(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     validate(config("llm=openai"))
     validate(config("llm=openai", "role=evaluate"))  # an evaluator never calls the LLM
+    validate(config("llm=local", "role=evaluate"))  # nor needs its model or endpoint
 
 
 def test_a_sampler_whose_package_is_missing_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import multiprocessing as mp
 import os
 import shlex
 import subprocess
@@ -66,6 +67,7 @@ def run(cfg: DictConfig) -> float | None:
     helpers = _start_workers(c) if role == "all" else []
     if helpers:  # the evaluators are the helper processes: this one proposes, waits and exports
         role = "propose"
+    _spawn_as_python_does()
     backend = None if role == "propose" else create_backend(c["backend"])
     stop = "interrupted"
     try:
@@ -128,6 +130,14 @@ def run(cfg: DictConfig) -> float | None:
         print(f"interrupted: resume with  {_resume_command(study.study_name, str(run_dir))}", file=sys.stderr)
         sys.exit(130)
     return summary.best_ms if summary else None
+
+
+def _spawn_as_python_does() -> None:
+    """Hydra's joblib launcher runs each job in a loky process, whose default start method
+    ('loky') a spawned child cannot set up: the GPU worker and the compile helpers died at birth
+    with a traceback. The job's own processes start the standard way."""
+    if mp.get_start_method(allow_none=True) not in (None, "spawn", "fork", "forkserver"):
+        mp.set_start_method("spawn", force=True)
 
 
 def _resume_command(name: str, run_dir: str) -> str:

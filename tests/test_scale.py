@@ -149,7 +149,8 @@ def test_evaluators_under_the_joblib_launcher_can_start_their_gpu_worker(in_tmp:
     """A joblib job runs in a loky process; the GPU worker it spawned died at birth ("cannot find
     context for 'loky'", a traceback per job). Here, without a GPU, the worker must get as far as
     asking CuPy for the device."""
-    if "GPU " in subprocess.run(["sh", "-c", "nvidia-smi --list-gpus"], capture_output=True, text=True).stdout:
+    smi = subprocess.run(["sh", "-c", "nvidia-smi --list-gpus"], capture_output=True, text=True)
+    if "GPU " in smi.stdout:
         pytest.skip("a GPU is here: run the README's joblib command with storage=postgres instead")
     out = subprocess.run(
         [sys.executable, "-m", "evolve", "-m", "hydra/launcher=joblib", "worker=0,1", "role=evaluate",

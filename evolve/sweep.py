@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,19 @@ def record_job(run_name: str, run_dir: str, *, best_ms: float | None = None, ker
            "best_ms": best_ms, "kernel": kernel, "trials": trials, "error": error}
     with open(Path(str(hc.sweep.dir)) / JOBS, "a") as f:
         f.write(json.dumps(row) + "\n")
+
+
+class LauncherCheck(Callback):
+    """A sweep that submits its jobs to SLURM needs SLURM's commands here: without them, one line
+    (was: submitit's traceback, 'are you indeed on a slurm cluster?')."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        target = str(OmegaConf.select(config, "hydra.launcher._target_", default=""))
+        if "submitit" in target and "Slurm" in target and not shutil.which("sbatch"):
+            print("evolve: this launcher submits the jobs to SLURM, and this machine has no sbatch: run "
+                  "the sweep on the cluster's login node (on one node: -m hydra/launcher=joblib)",
+                  file=sys.stderr)
+            sys.exit(2)
 
 
 class SweepSummary(Callback):

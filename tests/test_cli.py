@@ -195,3 +195,11 @@ def test_the_configuration_is_an_artifact_and_the_attributes_stay_short(in_tmp: 
                       artifact_id=meta.artifact_id, file_path="config.yaml")
     config = yaml.safe_load(Path("config.yaml").read_text())
     assert config["run"]["name"] == "s" and config["task"]["name"] == "softmax"
+
+
+def test_a_slurm_sweep_where_there_is_no_slurm_is_one_line(in_tmp: Path) -> None:
+    if shutil.which("sbatch"):
+        pytest.skip("SLURM is here")
+    out = cli("-m", "hydra/launcher=evolve_slurm", "worker=0,1", "role=evaluate", "backend.device=0",
+              "task=sgemm", "run.name=big")
+    _one_line_error(out, "submits the jobs to SLURM, and this machine has no sbatch")

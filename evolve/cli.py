@@ -11,10 +11,8 @@ import dataclasses
 import logging
 import multiprocessing as mp
 import os
-import shlex
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -25,7 +23,7 @@ import optuna
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
-from optuna.artifacts import FileSystemArtifactStore, upload_artifact
+from optuna.artifacts import FileSystemArtifactStore
 
 from evolve import __version__, version_line
 from evolve.backends import Backend, create_backend
@@ -34,6 +32,7 @@ from evolve.errors import EvolveError
 from evolve.evolution import EvolutionSettings, Proposer
 from evolve.export import export
 from evolve.hardware import Hardware, named
+from evolve.invocation import keep_invocation, resume_command, store_config
 from evolve.llm.budget import LLMBudget
 from evolve.llm.factory import create_llm
 from evolve.llm.log import ExchangeLog
@@ -43,7 +42,7 @@ from evolve.paths import CONF_DIR
 from evolve.prompts import Prompts
 from evolve.recording import RecordingWriter
 from evolve.search import Search, SearchSettings, counts_toward_budget
-from evolve.storage import cached_ceilings, open_storage, redact, store_ceilings
+from evolve.storage import cached_ceilings, open_storage, store_ceilings
 from evolve.sweep import in_sweep, name_job, record_job
 from evolve.task import Task
 from evolve.validation import validate
@@ -80,7 +79,7 @@ def run(cfg: DictConfig) -> float | None:
         else:
             hw = _with_ceilings(measured_on, backend, storage)
         study = _open_study(storage, artifacts, c["run"]["name"], task, objective, hw, c)
-        _keep_invocation(cfg, Path(c["run"]["dir"]))
+        keep_invocation(cfg, Path(c["run"]["dir"]))
         variants = VariantStore(study, artifacts)
         variants.load()
         callbacks = []
@@ -124,10 +123,10 @@ def run(cfg: DictConfig) -> float | None:
     else:
         print(f"{task.name}: {summary.line()}")
     record_job(study.study_name, str(run_dir), best_ms=summary.best_ms if summary else None,
-               kernel=f"{summary.variant} {_fmt(summary.tunables)}".strip() if summary else "",
+               kernel=summary.kernel if summary else "",
                trials=sum(counts_toward_budget(t) for t in study.get_trials(deepcopy=False)))
     if stop == "interrupted":
-        print(f"interrupted: resume with  {_resume_command(study.study_name, str(run_dir))}", file=sys.stderr)
+        print(f"interrupted: resume with  {resume_command(study.study_name, str(run_dir))}", file=sys.stderr)
         sys.exit(130)
     return summary.best_ms if summary else None
 
@@ -138,17 +137,6 @@ def _spawn_as_python_does() -> None:
     with a traceback. The job's own processes start the standard way."""
     if mp.get_start_method(allow_none=True) not in (None, "spawn", "fork", "forkserver"):
         mp.set_start_method("spawn", force=True)
-
-
-def _resume_command(name: str, run_dir: str) -> str:
-    """The command that continues exactly this run: its overrides as given (a password in a URL
-    hidden), with its run name (a sweep's job: its own name and directory)."""
-    given = {o: o.lstrip("+~").split("=", 1)[0] for o in HydraConfig.get().overrides.task}
-    keep = [o for o, key in given.items() if key not in ("run.name", "run.dir")]
-    keep.append(f"run.name={name}")
-    if "run.dir" in given.values():
-        keep.append(f"run.dir={run_dir}")
-    return " ".join(["evolve", *(shlex.quote(redact(o)) for o in keep)])
 
 
 def _verify(c: dict[str, Any], backend: Backend | None, stop: str, task: Task, hw: Hardware,
@@ -314,37 +302,10 @@ def _open_study(storage: optuna.storages.BaseStorage, artifacts: FileSystemArtif
         study.set_user_attr("hardware_spec", hw.to_dict())
         study.set_user_attr("backend", c["backend"]["name"])
         study.set_user_attr("cuda_evolve", __version__)
-        _store_config(study, artifacts, c)
+        store_config(study, artifacts, c)
     else:
         log.info("resuming run %s", name)
     return study
-
-
-def _store_config(study: optuna.Study, artifacts: FileSystemArtifactStore, c: dict[str, Any]) -> None:
-    """The whole configuration, as an artifact of the study (a password in the storage URL hidden):
-    as an attribute, its few kilobytes made `optuna studies` unreadable."""
-    storage = dict(c["storage"])
-    if storage.get("url"):
-        storage["url"] = redact(str(storage["url"]))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "config.yaml"
-        path.write_text(OmegaConf.to_yaml({**c, "storage": storage}))
-        upload_artifact(artifact_store=artifacts, file_path=str(path), study_or_trial=study,
-                        mimetype="text/plain", encoding="utf-8")
-
-
-def _keep_invocation(cfg: DictConfig, run_dir: Path) -> None:
-    """Hydra's record of how the run was called (``.hydra/config.yaml``, ``overrides.yaml``),
-    written once the study has accepted it: a refused resume must not overwrite the record of the
-    run it was refused for (Hydra's own copy is switched off: ``hydra.output_subdir: null``)."""
-    try:
-        overrides = HydraConfig.get().overrides.task
-    except ValueError:  # called outside a Hydra app (tests, tools)
-        return
-    folder = run_dir / ".hydra"
-    folder.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, folder / "config.yaml")
-    OmegaConf.save(overrides, folder / "overrides.yaml")
 
 
 def _log_to_file(message: str) -> None:
@@ -377,10 +338,6 @@ def main() -> None:
         print(version_line())
         return
     _app()
-
-
-def _fmt(tunables: dict[str, int]) -> str:
-    return " ".join(f"{k}={v}" for k, v in tunables.items())
 
 
 def _one_line(exc: BaseException) -> str:

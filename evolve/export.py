@@ -41,6 +41,10 @@ class Summary:
     verified: str  # how the winner was re-measured before export, in words
 
     @property
+    def kernel(self) -> str:
+        return f"{self.variant} {_fmt(self.tunables)}".strip()
+
+    @property
     def speedup(self) -> float | None:
         return self.baseline_ms / self.best_ms if self.baseline_ms else None
 
@@ -50,7 +54,7 @@ class Summary:
             if self.speedup else ""
         )
         return (
-            f"best {self.best_ms:.4g} ms ({self.variant} {_fmt(self.tunables)}){speed}; "
+            f"best {self.best_ms:.4g} ms ({self.kernel}){speed}; "
             f"{self.headline} ({100 * self.roofline_fraction:.1f}% of the roofline)"
             f"{' — ABOVE THE CEILING: check the kernel' if self.roofline_fraction > 1.02 else ''}. "
             f"{self.verified} Results in {self.run_dir}/"

@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import difflib
 import logging
+import multiprocessing as mp
 import os
 import subprocess
 import sys
@@ -24,16 +25,17 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+from optuna.artifacts import FileSystemArtifactStore
 
-from evolve import __version__, record
+from evolve import __version__, record, version_line
 from evolve.backends import Backend, create_backend
 from evolve.backends.sanitize import sanitize
 from evolve.coordination import Alone, Peers
-from evolve.correctness import admit
 from evolve.errors import EvolveError
 from evolve.evolution import Proposer
 from evolve.export import export
 from evolve.hardware import Hardware, named
+from evolve.invocation import keep_invocation, resume_command, store_config
 from evolve.ledger import Ledger
 from evolve.llm.budget import LLMBudget
 from evolve.llm.factory import create_llm
@@ -48,7 +50,9 @@ from evolve.recording import RecordingWriter
 from evolve.search import Search
 from evolve.settings import EvolveConfig, Role
 from evolve.storage import cached_ceilings, open_storage, store_ceilings
-from evolve.task import Task, load_task
+from evolve.sweep import in_sweep, name_job, record_job
+from evolve.task import Task
+from evolve.validation import validate
 from evolve.variants import VariantStore
 from evolve.verify import Verification, verify
 
@@ -59,28 +63,30 @@ def run(cfg: DictConfig) -> float | None:
     """One run: returns the best time in ms (what a Hydra sweeper would minimize)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     c: EvolveConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-    task = load_task(c.task)
-    admit(task)
+    task = validate(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))  # before anything is created
     objective = Objective.from_config(c.objective)
     settings = c.search
     if settings.seed is not None and c.worker:  # evaluators must not propose alike
         settings = dataclasses.replace(settings, seed=settings.seed + c.worker)
-    storage, artifacts = open_storage(c.storage)
     target = None if c.hardware["name"] == "auto" else named(c.hardware)
     role = c.role
     helpers = _start_workers(c) if role == Role.all else []
     if helpers:  # the evaluators are the helper processes: this one proposes, waits and exports
         role = Role.propose
+    _spawn_as_python_does()
     backend = None if role == Role.propose else create_backend(c.backend)
     stop = "interrupted"
     try:
+        measured_on = None if backend is None else _start(backend, task, target, c)  # no GPU: no storage yet
+        storage, artifacts = open_storage(c.storage)
         if backend is None:  # a proposer needs no GPU: it works with the evaluators' hardware
             hw = _stored_hardware(storage, c.run.name, helpers) or target
             if hw is None:
                 raise EvolveError("role=propose needs hardware=<name> until an evaluator has created the run")
         else:
-            hw = _with_ceilings(backend.start(task, target), backend, storage)
-        study = _open_study(storage, c.run.name, task, objective, hw, c)
+            hw = _with_ceilings(measured_on, backend, storage)
+        study = _open_study(storage, artifacts, c.run.name, task, objective, hw, cfg)
+        keep_invocation(cfg, Path(c.run.dir))
         variants = VariantStore(study, artifacts)
         variants.load()
         ledger = Ledger(study, variants, settings, c.evolution,
@@ -89,8 +95,6 @@ def run(cfg: DictConfig) -> float | None:
         run_dir = Path(c.run.dir)
         proposer, replay = (None, None) if role == Role.evaluate else _proposer(ledger, c, task, hw, run_dir,
                                                                                  settings.seed)
-        if role == Role.propose and proposer is None and not helpers:
-            raise EvolveError("role=propose needs an LLM: choose llm=openai or llm=local")
         if helpers and proposer is None:  # our evaluators need not wait for children
             proposer_done(study, "no LLM")
         with contextlib.suppress(KeyboardInterrupt):
@@ -116,6 +120,9 @@ def run(cfg: DictConfig) -> float | None:
             sanitized = sanitize(task, hw, variants.get(best.user_attrs[Attr.VARIANT]),
                                  {k: int(v) for k, v in best.params.items()})
         summary = export(study, variants, task, hw, objective, run_dir, stop, checks, sanitized)
+        record_job(study.study_name, str(run_dir), best_ms=summary.best_ms if summary else None,
+                   kernel=summary.kernel if summary else "",
+                   trials=sum(record.counts_toward_budget(t) for t in study.get_trials(deepcopy=False)))
     finally:
         if backend is not None:
             backend.close()
@@ -127,8 +134,7 @@ def run(cfg: DictConfig) -> float | None:
     else:
         print(f"{task.name}: {summary.line()}")
     if stop == "interrupted":
-        print(f"interrupted: resume with  evolve task={task.name} run.name={study.study_name}",
-              file=sys.stderr)
+        print(f"interrupted: resume with  {resume_command(study.study_name, str(run_dir))}", file=sys.stderr)
         sys.exit(130)
     return summary.best_ms if summary else None
 
@@ -143,6 +149,29 @@ def _schedule(role: Role, proposer: Proposer | None, replay: list[dict[str, Any]
     if replay is not None:
         return Replay(proposer, replay)
     return LocalLLM(proposer, c.evolution.overlap)
+
+
+def _spawn_as_python_does() -> None:
+    """Hydra's joblib launcher runs each job in a loky process, whose default start method
+    ('loky') a spawned child cannot set up: the GPU worker and the compile helpers died at birth
+    with a traceback. The job's own processes start the standard way."""
+    if mp.get_start_method(allow_none=True) not in (None, "spawn", "fork", "forkserver"):
+        mp.set_start_method("spawn", force=True)
+
+
+def _start(backend: Backend, task: Task, target: Hardware | None, c: EvolveConfig) -> Hardware:
+    """Start the backend; where the GPU worker cannot start because this machine has no NVIDIA
+    GPU, say so, and name what runs without one (not: install CuPy, or a newer driver)."""
+    try:
+        return backend.start(task, target)
+    except EvolveError as exc:
+        if c.backend["name"] != "cupy" or _nvidia_smi_gpus():
+            raise
+        raise EvolveError(
+            f"no NVIDIA GPU or driver found on this machine (nvidia-smi lists none). Without a GPU, replay "
+            f"recorded H200 measurements: evolve task={task.name} backend=replay hardware=h200 "
+            f"(the GPU worker said: {exc})"
+        ) from None
 
 
 def _verify(c: EvolveConfig, backend: Backend | None, stop: str, task: Task, hw: Hardware,
@@ -187,11 +216,16 @@ def _visible_gpus() -> list[str]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         return [g for g in visible.split(",") if g.strip()]
+    return [str(i) for i in range(len(_nvidia_smi_gpus()))]
+
+
+def _nvidia_smi_gpus() -> list[str]:
+    """The GPUs the NVIDIA driver lists (none without a driver), read without touching CUDA."""
     try:
         out = subprocess.run(["nvidia-smi", "--list-gpus"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return []
-    return [str(i) for i, line in enumerate(out.stdout.splitlines()) if line.startswith("GPU ")]
+    return [line for line in out.stdout.splitlines() if line.startswith("GPU ")]
 
 
 def _wait(procs: list[subprocess.Popen[bytes]]) -> str:
@@ -252,8 +286,8 @@ def _with_ceilings(hw: Hardware, backend: Backend, storage: optuna.storages.Base
     return Hardware.from_dict({**hw.to_dict(), **ceilings})
 
 
-def _open_study(storage: optuna.storages.BaseStorage, name: str, task: Task,
-                objective: Objective, hw: Hardware, c: EvolveConfig) -> optuna.Study:
+def _open_study(storage: optuna.storages.BaseStorage, artifacts: FileSystemArtifactStore, name: str,
+                task: Task, objective: Objective, hw: Hardware, cfg: DictConfig) -> optuna.Study:
     """Create the run's study, or resume it if it describes the same search."""
     study = optuna.create_study(
         study_name=name, storage=storage, load_if_exists=True, direction="minimize",
@@ -275,26 +309,46 @@ def _open_study(storage: optuna.storages.BaseStorage, name: str, task: Task,
             study.set_user_attr(k, v)
         study.set_user_attr("device", hw.device)
         study.set_user_attr(StudyAttr.HARDWARE_SPEC, hw.to_dict())
-        study.set_user_attr("backend", c.backend["name"])
+        study.set_user_attr("backend", cfg.backend.name)
         study.set_user_attr("cuda_evolve", __version__)
-        study.set_user_attr("config", OmegaConf.to_yaml(c))
+        store_config(study, artifacts, OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
     else:
         log.info("resuming run %s", name)
     return study
 
 
+def _log_to_file(message: str) -> None:
+    """The error that ended the run, in its ``evolve.log`` too (the terminal has it already)."""
+    entry = log.makeRecord(log.name, logging.ERROR, __file__, 0, message, None, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(entry)
+
+
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _app(cfg: DictConfig) -> float | None:
     try:
+        name_job(cfg)
         return run(cfg)
-    except (EvolveError, OmegaConfBaseException) as exc:
-        _fail(exc)
+    except (EvolveError, OmegaConfBaseException, OSError, optuna.exceptions.StorageInternalError) as exc:
+        message = f"evolve: {_one_line(exc)}"
+        _log_to_file(message)
+        if not in_sweep():
+            _fail(exc)
+        print(message, file=sys.stderr)
+        # one job's mistake does not stop the sweep: its row in the table says what went wrong
+        record_job(str(OmegaConf.select(cfg, "run.name", default="?")),
+                   str(OmegaConf.select(cfg, "run.dir", default="?")), error=message.removeprefix("evolve: "))
+        return None
 
 
 def main() -> None:
     """The ``evolve`` command. Hydra's own errors (an override of a setting that does not exist,
     a value of the wrong type, an unknown option) are one line too: with HYDRA_FULL_ERROR, Hydra
     raises them to us instead of printing them in several lines."""
+    if sys.argv[1:] == ["--version"]:  # ours, not Hydra's
+        print(version_line())
+        return
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         _app()
@@ -310,7 +364,10 @@ def _fail(exc: Exception) -> NoReturn:
 def _one_line(exc: BaseException) -> str:
     """The first line of an error and of its cause (the configuration error behind a Hydra one),
     the options of a group where an unknown one was chosen, and for a key that does not exist the
-    setting meant (in a schema) or how to add one (to an open map such as llm.prices)."""
+    setting meant (in a schema) or how to add one (to an open map such as llm.prices); for a
+    storage that refused a write, its real reason (not Optuna's guess, "invalid data in the commit")."""
+    if isinstance(exc, optuna.exceptions.StorageInternalError) and exc.__cause__ is not None:
+        return f"the storage refused a write: {str(exc.__cause__).splitlines()[0]}"
     lines = (str(exc).strip() or type(exc).__name__).splitlines()
     parts = [lines[0]]
     if options := getattr(exc, "options", None):

@@ -19,6 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 from evolve.errors import EvolveError
 from evolve.hardware import Hardware
 from evolve.lineage import write_lineage
+from evolve.metrics import compute_bound, headline
 from evolve.objective import Objective
 from evolve.plan import make_plan
 from evolve.record import ORIGIN, Attr, Op, counts_toward_budget, fastest_per_variant, winner
@@ -34,12 +35,14 @@ class Summary:
     tunables: dict[str, int]
     baseline_ms: float | None
     baseline: str
-    gbps: float
-    bandwidth_fraction: float
+    headline: str  # GB/s against the bandwidth ceiling, or TFLOP/s against the fp32 peak (compute-bound)
     roofline_fraction: float
-    ceiling_gbps: float
     run_dir: Path
     verified: str  # how the winner was re-measured before export, in words
+
+    @property
+    def kernel(self) -> str:
+        return f"{self.variant} {_fmt(self.tunables)}".strip()
 
     @property
     def speedup(self) -> float | None:
@@ -51,11 +54,9 @@ class Summary:
             if self.speedup else ""
         )
         return (
-            f"best {self.best_ms:.4g} ms ({self.variant} {_fmt(self.tunables)}){speed}; "
-            f"{self.gbps:.0f} GB/s = {100 * self.bandwidth_fraction:.1f}% of the measured "
-            f"{self.ceiling_gbps:.0f} GB/s bandwidth ceiling "
-            f"({100 * self.roofline_fraction:.1f}% of the roofline)"
-            f"{' — ABOVE THE CEILING: check the kernel' if self.bandwidth_fraction > 1.02 else ''}. "
+            f"best {self.best_ms:.4g} ms ({self.kernel}){speed}; "
+            f"{self.headline} ({100 * self.roofline_fraction:.1f}% of the roofline)"
+            f"{' — ABOVE THE CEILING: check the kernel' if self.roofline_fraction > 1.02 else ''}. "
             f"{self.verified} Results in {self.run_dir}/"
         )
 
@@ -96,9 +97,8 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
             best_ms=best.value, variant=variant.name, tunables=tunables,
             baseline_ms=baseline.value if baseline else None,
             baseline=baseline.user_attrs.get(Attr.VARIANT_NAME, "?") if baseline else "",
-            gbps=attrs.get(Attr.GBPS, 0.0), bandwidth_fraction=attrs.get(Attr.BANDWIDTH_FRACTION, 0.0),
-            roofline_fraction=attrs.get(Attr.ROOFLINE_FRACTION, 0.0),
-            ceiling_gbps=hw.bandwidth_ceiling / 1e9, run_dir=run_dir,
+            headline=headline(attrs, task, hw), roofline_fraction=attrs.get(Attr.ROOFLINE_FRACTION, 0.0),
+            run_dir=run_dir,
             verified=(
                 f"Re-measured in a fresh worker on held-out sizes: {passed.time_ms:.4g} ms"
                 f"{'' if passed.reproduced else ' — DOES NOT REPRODUCE the search time'}."
@@ -187,8 +187,7 @@ def _best_cu(study: optuna.Study, task: Task, hw: Hardware, s: Summary,
     lines = [
         f"// cuda-evolve: best kernel of run {study.study_name}, task {task.name}, "
         f"on {hw.device or hw.name}.",
-        f"// {s.best_ms:.4g} ms, {s.gbps:.0f} GB/s ({100 * s.bandwidth_fraction:.1f}% of the measured "
-        f"copy bandwidth). Tunables are baked in as #defines below.",
+        f"// {s.best_ms:.4g} ms, {s.headline}. Tunables are baked in as #defines below.",
     ]
     for label, calls in launches.items():
         lines.append(f"// Launch at {label}:")
@@ -235,14 +234,17 @@ def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardwar
             f"{f'{default / best.value:.2f}x' if best and default else '-'} | "
             f"{_fmt(best.params) if best else '-'} |"
         )
+    flops = compute_bound(task, hw)  # then judged in FLOP/s against the fp32 peak, not in GB/s
+    rate = "TFLOP/s | % of fp32 peak" if flops else "GB/s | % of bandwidth"
     out += ["", "## Fastest trials", "",
-            "| trial | variant | ms | IQR ms | GB/s | % of bandwidth | registers | occupancy | tunables |",
+            f"| trial | variant | ms | IQR ms | {rate} | registers | occupancy | tunables |",
             "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for t in sorted(ok, key=lambda t: t.value)[:10]:
         a = t.user_attrs
+        rate = (f"{a.get(Attr.TFLOPS, 0):.1f} | {100e12 * a.get(Attr.TFLOPS, 0) / hw.peak_fp32_flops:.1f}"
+                if flops else f"{a.get(Attr.GBPS, 0):.0f} | {100 * a.get(Attr.BANDWIDTH_FRACTION, 0):.1f}")
         out.append(
-            f"| {t.number} | {a.get(Attr.VARIANT_NAME)} | {t.value:.4g} | {a.get(Attr.IQR_MS, 0):.2g} | "
-            f"{a.get(Attr.GBPS, 0):.0f} | {100 * a.get(Attr.BANDWIDTH_FRACTION, 0):.1f} | "
+            f"| {t.number} | {a.get(Attr.VARIANT_NAME)} | {t.value:.4g} | {a.get(Attr.IQR_MS, 0):.2g} | {rate} | "
             f"{a.get(Attr.REGISTERS, '-')} | {a.get(Attr.OCCUPANCY, '-')} | {_fmt(t.params)} |"
         )
     bad = [t for t in done if t.state == TrialState.FAIL][:10]

@@ -27,6 +27,7 @@ from evolve.variants import VariantStore
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 OPERATOR_COLORS = {  # shared by the SVG and the curve, so one colour means one operator
     Op.SEED: "#1f77b4", Op.TUNE: "#7f7f7f", Op.MUTATE: "#ff7f0e", Op.MUTATE_DIFF: "#9467bd",
@@ -77,7 +78,8 @@ def write_lineage(study: optuna.Study, variants: VariantStore, run_dir: Path) ->
              "curve": run_dir / "evolution.png"}
     paths["table"].write_text(_table(study.study_name, rows), encoding="utf-8")
     paths["svg"].write_text(_svg(study.study_name, rows), encoding="utf-8")
-    _curve(study.study_name, [t for t in trials if counts_toward_budget(t)], rows, paths["curve"])
+    finished = [t for t in trials if counts_toward_budget(t)]
+    evolution_figure(study.study_name, finished, rows).savefig(paths["curve"])
     return paths
 
 
@@ -319,7 +321,7 @@ def _tooltip(r: Row) -> str:
 
 
 # ---- evolution.png ------------------------------------------------------------------------
-def _curve(study_name: str, finished: list[FrozenTrial], rows: list[Row], path: Path) -> None:
+def evolution_figure(study_name: str, finished: list[FrozenTrial], rows: list[Row]) -> Figure:
     """Time per trial by operator, the best so far, and where a child beat its parent.
 
     A bare Figure on the Agg canvas: no pyplot, so no GUI backend, no global figure to close,
@@ -327,7 +329,7 @@ def _curve(study_name: str, finished: list[FrozenTrial], rows: list[Row], path: 
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import LogFormatter, MaxNLocator
+    from matplotlib.ticker import MaxNLocator
 
     fig = Figure(figsize=(10, 5.5), dpi=120, layout="constrained")
     FigureCanvasAgg(fig)
@@ -348,9 +350,7 @@ def _curve(study_name: str, finished: list[FrozenTrial], rows: list[Row], path: 
     if ok:
         _best_so_far(ax, ok, last)
         _improvements(ax, [r for r in rows if r.improvement])
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(LogFormatter())  # plain numbers, and some between decades
-        ax.yaxis.set_minor_formatter(LogFormatter(minor_thresholds=(2, 0.5)))
+        _time_axis(ax, [t.value for t in ok])
     else:
         ax.text(0.5, 0.5, "no correct trial yet", transform=ax.transAxes, ha="center", va="center")
         ax.set_yticks([])
@@ -362,7 +362,35 @@ def _curve(study_name: str, finished: list[FrozenTrial], rows: list[Row], path: 
     ax.grid(True, which="both", alpha=0.25)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper right", fontsize=8)
-    fig.savefig(path)
+    return fig
+
+
+def _time_axis(ax: Axes, ms: list[float]) -> None:
+    """A log axis labelled in plain milliseconds ("0.3", "1", "10"), not a mix of "1e−01", "2"
+    and "3.1"; with a label near the best time, the part of the plot that matters."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
+
+    ax.set_yscale("log")
+    ticks = _log_ticks(*ax.get_ylim(), best=min(ms))
+    ax.yaxis.set_major_locator(FixedLocator(ticks) if ticks else MaxNLocator(nbins=6))  # within 1.5x
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.4g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+_MANTISSAS = ((1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0), (1.0, 1.5, 2.0, 3.0, 5.0, 7.0),
+              (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0))
+
+
+def _log_ticks(low: float, high: float, best: float) -> list[float] | None:
+    """The sparsest round-number ticks in [low, high] that give at least four labels, the lowest
+    within 1.5x of the best time; None where the range is too narrow for that (linear ticks then)."""
+    decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+    for mantissas in _MANTISSAS:
+        ticks = [float(f"{m * 10.0 ** e:.6g}") for e in decades for m in mantissas]
+        ticks = [t for t in ticks if low <= t <= high]
+        if len(ticks) >= 4 and ticks[0] <= 1.5 * best:
+            return ticks
+    return None
 
 
 def _best_so_far(ax: Axes, ok: list[FrozenTrial], last: int) -> None:

@@ -52,6 +52,7 @@ class Attr:
     IQR_MS = "iqr_ms"  # of the timed samples at the first timing size
     SAMPLES = "samples"
     GBPS = "gbps"  # the roofline figures (metrics.roofline), correct candidates only
+    TFLOPS = "tflops"
     BANDWIDTH_FRACTION = "bandwidth_fraction"
     ROOFLINE_FRACTION = "roofline_fraction"
     REGISTERS = "registers"  # resources: the worst kernel of the launch

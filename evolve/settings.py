@@ -15,9 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
-from omegaconf import MISSING, OmegaConf
+from omegaconf import MISSING
 
 
 class Role(StrEnum):
@@ -26,22 +24,11 @@ class Role(StrEnum):
     evaluate = "evaluate"  # GPU measurements only
 
 
-def _job_suffix() -> str:
-    """Jobs of one multirun share a timestamp; their number keeps run names apart."""
-    try:
-        hc = HydraConfig.get()
-    except ValueError:
-        return ""
-    return f"-{hc.job.num}" if hc.mode == RunMode.MULTIRUN else ""
-
-
-OmegaConf.register_new_resolver("evolve.job_suffix", _job_suffix, replace=True)
-
-
 @dataclass
 class RunSettings:
-    # The run's name is its study's name: run again with the same name to resume.
-    name: str = "${task.name}-${now:%Y%m%d-%H%M%S}${evolve.job_suffix:}"
+    # The run's name is its study's name: run again with the same name to resume. In a sweep (-m),
+    # every job gets its own run: the job number is appended to the name and directory (sweep.py).
+    name: str = "${task.name}-${now:%Y%m%d-%H%M%S}"
     dir: str = "runs/${run.name}"
 
 

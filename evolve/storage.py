@@ -24,30 +24,62 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from evolve.errors import EvolveError
 from evolve.hardware import MEASURED
 from evolve.settings import StorageSettings
+from evolve.writable import writable_dir, writable_file
 
 HARDWARE_STUDY = "_evolve_hardware"
 
 
 def open_storage(cfg: StorageSettings) -> tuple[BaseStorage, FileSystemArtifactStore]:
     artifacts = Path(cfg.artifacts)
-    artifacts.mkdir(parents=True, exist_ok=True)
+    writable_dir(artifacts, "the artifact directory", "; choose another with storage.artifacts=<folder>")
     if cfg.kind == "rdb":
         if not cfg.url:
             raise EvolveError("storage.url is required, e.g. storage.url=postgresql://user@host/db")
         if cfg.url.startswith("sqlite:///"):
             path = Path(cfg.url.removeprefix("sqlite:///"))
-            path.parent.mkdir(parents=True, exist_ok=True)
+            writable_dir(path.parent, "the database's folder", "; choose another with storage.url=sqlite:///<path>")
             _write_ahead_log(path)
+            _writable_database(path)
         storage: BaseStorage = _rdb(cfg.url)
     elif cfg.kind == "journal":
         if not cfg.path:
             raise EvolveError("storage.path is required for a journal, e.g. storage.path=runs/evolve.journal")
         path = Path(cfg.path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        writable_file(path, "the journal", "; choose another with storage.path=<file>")
         storage = JournalStorage(JournalFileBackend(str(path)))
     else:
         raise EvolveError(f"unknown storage kind {cfg.kind!r}: use storage=sqlite, postgres or journal")
     return storage, FileSystemArtifactStore(str(artifacts))
+
+
+def open_location(where: str) -> BaseStorage:
+    """A storage named on a command line, as optuna-dashboard takes it: a URL, or a file (SQLite
+    or journal). Never creates one: a name that does not exist is an error."""
+    if where.startswith("sqlite:///") and not Path(where.removeprefix("sqlite:///")).is_file():
+        raise EvolveError(f"{where}: no such database")
+    if "://" in where:
+        return _rdb(where)
+    path = Path(where)
+    if not path.is_file():
+        raise EvolveError(f"{where}: no such file (give a storage URL such as sqlite:///runs/evolve.db, "
+                          "or a journal file)")
+    with open(path, "rb") as f:
+        if f.read(16) == b"SQLite format 3\x00":
+            return _rdb(f"sqlite:///{path}")
+    return JournalStorage(JournalFileBackend(str(path)))
+
+
+def location(cfg: Mapping[str, Any]) -> str:
+    """The storage as optuna-dashboard and ``python -m evolve.bench.throughput`` take it: a URL
+    (its password hidden) or a journal file."""
+    if cfg.get("kind") == "journal":
+        return str(cfg.get("path") or "runs/evolve.journal")
+    return redact(str(cfg.get("url") or ""))
+
+
+def dashboard_command(cfg: Mapping[str, Any]) -> str:
+    """The command that shows this storage's studies, with their kernel sources."""
+    return f"optuna-dashboard {location(cfg)} --artifact-dir {cfg.get('artifacts') or 'runs/artifacts'}"
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:
@@ -68,7 +100,7 @@ def _rdb(url: str) -> RDBStorage:
             if attempt < 2 and _lost_creation_race(exc):
                 time.sleep(0.5)
                 continue
-            raise EvolveError(f"cannot open storage {_redact(url)}: {str(exc).splitlines()[0]}") from None
+            raise EvolveError(f"cannot open storage {redact(url)}: {str(exc).splitlines()[0]}") from None
     if url.startswith("sqlite"):
         event.listen(storage.engine, "connect", _sync_at_checkpoints)
         storage.engine.dispose()  # connections opened before the listener reconnect with it
@@ -90,6 +122,21 @@ def _write_ahead_log(path: Path) -> None:
         conn.execute("PRAGMA journal_mode=WAL")
 
 
+def _writable_database(path: Path) -> None:
+    """A write transaction can begin (after waiting for another writer, as the run would): else
+    one line now, rather than Optuna's "invalid data in the commit" once the run has begun."""
+    try:
+        with contextlib.closing(sqlite3.connect(path, timeout=60)) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("CREATE TABLE _evolve_write_check (x)")  # a write, never committed
+            conn.rollback()
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc):
+            return  # busy for a minute: the run's own writes wait their turn
+        raise EvolveError(f"cannot write the database {path} ({exc}); make it writable, or choose another "
+                          "with storage.url=sqlite:///<path>") from None
+
+
 def _sync_at_checkpoints(conn: Any, _record: Any) -> None:
     """Each connection syncs at WAL checkpoints rather than at every commit: a trial writes a
     dozen attributes, and a synced commit each took ~40% of the storage's time per candidate. A
@@ -100,7 +147,7 @@ def _sync_at_checkpoints(conn: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _redact(url: str) -> str:
+def redact(url: str) -> str:
     """A URL without its password, for messages."""
     head, sep, tail = url.partition("@")
     if not sep or ":" not in head.split("//", 1)[-1]:

@@ -5,6 +5,7 @@ The GPU sections themselves run on the GPU machine (evolve-bench there)."""
 from __future__ import annotations
 
 import datetime
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -76,24 +77,78 @@ def test_throughput_skips_trials_that_measured_nothing(tmp_path: Path) -> None:
     assert throughput(study.get_trials()).candidates == found["throughput"].candidates == 6
 
 
+def _trial(n: int, start: float, end: float, eval_s: float, worker: str = "w0") -> FrozenTrial:
+    t0 = datetime.datetime(2026, 11, 30)
+    return FrozenTrial(
+        number=n, trial_id=n, state=TrialState.COMPLETE, value=1.0, values=None, params={},
+        distributions={}, intermediate_values={}, system_attrs={},
+        user_attrs={"worker": worker, "eval_s": eval_s, "compile_s": 0.5, "check_s": 0.5},
+        datetime_start=t0 + datetime.timedelta(seconds=start),
+        datetime_complete=t0 + datetime.timedelta(seconds=end))
+
+
 def test_throughput_counts_a_trial_queued_ahead_from_its_predecessors_end() -> None:
     """The look-ahead starts trial 1 while trial 0 is measured: storage is what neither trial's
     evaluator time covers, not the overlap of their spans."""
-    t0 = datetime.datetime(2026, 11, 30)
-
-    def trial(n: int, start: float, end: float, eval_s: float) -> FrozenTrial:
-        return FrozenTrial(
-            number=n, trial_id=n, state=TrialState.COMPLETE, value=1.0, values=None, params={},
-            distributions={}, intermediate_values={}, system_attrs={},
-            user_attrs={"worker": "w0", "eval_s": eval_s, "compile_s": 0.5, "check_s": 0.5},
-            datetime_start=t0 + datetime.timedelta(seconds=start),
-            datetime_complete=t0 + datetime.timedelta(seconds=end))
-
+    trial = _trial
     tp = throughput([trial(0, 0.0, 4.0, 3.5), trial(1, 1.0, 8.0, 3.5), trial(2, 9.0, 12.0, 2.0)])
     assert tp.wall_s == 12.0 and tp.candidates == 3
     assert tp.storage_s == pytest.approx(0.5 + 0.5 + 1.0)  # spans 4 + 4 + 3 minus evaluations 9
     assert tp.other_s == pytest.approx(1.0)  # the gap from 8 to 9 s
     assert tp.compile_s + tp.check_s + tp.timing_s + tp.storage_s + tp.other_s == pytest.approx(tp.wall_s)
+
+
+def test_a_resumed_run_is_one_evaluator_and_its_pauses_are_no_ones_time() -> None:
+    """Three sessions of one run (two resumes, hours apart) once counted as three evaluators, and
+    the hours in between as their time."""
+    hour = 3600.0
+    trials = [_trial(0, 0.0, 2.0, 1.5, "h:1"), _trial(1, 2.0, 4.0, 1.5, "h:1"),
+              _trial(2, hour, hour + 2.0, 1.5, "h:2"), _trial(3, 2 * hour, 2 * hour + 3.0, 2.5, "h:3")]
+    tp = throughput(trials)
+    assert tp.workers == 1 and tp.wall_s == pytest.approx(9.0) and tp.evaluator_s == pytest.approx(9.0)
+    assert tp.per_min == pytest.approx(60 * 4 / 9.0) and tp.per_min_per_gpu == pytest.approx(tp.per_min)
+    shares = tp.shares()
+    assert all(0 <= v <= 1 for v in shares.values()) and sum(shares.values()) == pytest.approx(1.0)
+    assert shares["compile"] == pytest.approx(4 * 0.5 / 9.0)
+
+
+def test_evaluators_at_once_are_counted_and_each_has_its_own_time() -> None:
+    trials = [_trial(0, 0.0, 4.0, 3.0, "a:1"), _trial(1, 4.0, 8.0, 3.0, "a:1"),
+              _trial(2, 1.0, 5.0, 3.0, "b:1"), _trial(3, 5.0, 9.0, 3.0, "b:1")]
+    tp = throughput(trials)
+    assert tp.workers == 2 and tp.wall_s == pytest.approx(9.0) and tp.evaluator_s == pytest.approx(16.0)
+    assert tp.per_min_per_gpu == pytest.approx(60 * 4 / 16.0)
+    assert sum(tp.shares().values()) == pytest.approx(1.0) and tp.shares()["other"] == 0
+
+
+def test_a_replayed_run_shows_no_breakdown_of_times_it_never_spent(tmp_path: Path) -> None:
+    """On the replay backend the trials carry the recording's GPU times: dividing them by this
+    run's wall time once gave 'compile 778%'."""
+    found = run_search("softmax", tmp_path, 6, "random", REPLAY)
+    tp = found["throughput"]
+    assert tp.replayed and tp.shares() == {} and tp.candidates == 6
+    assert "evaluation times are the recording's" in tp.line() and "%" not in tp.line()
+
+
+def test_the_throughput_command_reads_a_file_or_url_and_names_an_unknown_run(tmp_path: Path) -> None:
+    run_search("softmax", tmp_path, 4, "random", REPLAY)
+
+    def command(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "evolve.bench.throughput", *args], capture_output=True,
+                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+
+    for where in (f"sqlite:///{tmp_path}/bench.db", f"{tmp_path}/bench.db"):
+        out = command(where, "softmax-random-4")
+        assert out.returncode == 0 and out.stdout.startswith("softmax-random-4: 4 candidates"), out.stderr
+    for args, needle in (((f"{tmp_path}/bench.db", "nope"), "no run named 'nope'"),
+                         ((f"{tmp_path}/none.db", "x"), "no such file"),
+                         ((f"sqlite:///{tmp_path}/none.db", "x"), "no such database")):
+        out = command(*args)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+        assert out.stderr.startswith("throughput: ") and needle in out.stderr
+        assert len(out.stderr.splitlines()) == 1
+    assert "(runs: softmax-random-4)" in command(f"{tmp_path}/bench.db", "nope").stderr
+    assert not (tmp_path / "none.db").exists()
 
 
 def _row(name: str, kind: str, ms: float, pct_copy: float) -> dict[str, Any]:

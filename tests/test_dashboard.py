@@ -44,8 +44,10 @@ def test_dashboard_shows_trials_metrics_and_sources(in_tmp: Path) -> None:
         sid = next(s["study_id"] for s in studies if s["study_name"] == "dash")
         study = json.loads(_get(f"{base}/api/studies/{sid}?after=0"))
         assert study["objective_names"] == ["time_ms"]
-        assert {a["filename"] for a in study["artifacts"]} == {
-            p.name for p in builtin_task("transpose").seed_paths}
+        artifacts = {a["filename"]: a["artifact_id"] for a in study["artifacts"]}
+        assert set(artifacts) == {"config.yaml", *(p.name for p in builtin_task("transpose").seed_paths)}
+        config = _get(f"{base}/artifacts/{sid}/{artifacts['config.yaml']}").decode()
+        assert "name: transpose" in config and "n_trials: 5" in config  # the whole configuration
         assert len(study["trials"]) == 5
         for t in study["trials"]:
             attrs = {a["key"]: a["value"] for a in t["user_attrs"]}

@@ -11,9 +11,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
+import pytest
 import sqlalchemy
 from test_search import REPLAY, finished
 
@@ -23,8 +25,8 @@ ENV = {**{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "E
        "PYTHONPATH": str(ROOT)}
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "evolve", *REPLAY, *args], capture_output=True,
+def cli(*args: str, flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "evolve", *flags, *REPLAY, *args], capture_output=True,
                           text=True, env=ENV, timeout=300)
 
 
@@ -91,3 +93,48 @@ def test_a_study_survives_optuna_reading_it_while_a_run_writes(in_tmp: Path) -> 
         time.sleep(0.05)
     assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
     assert reads > 5 and len(finished("r")) == 10
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """The file or folder cannot be written, not even by root (the tests run as root here, where
+    permission bits are ignored): ext4's immutable attribute."""
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here (needs root on ext2/3/4, xfs or btrfs)")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def _refused(out: subprocess.CompletedProcess[str], needle: str) -> None:
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith("evolve: ") and needle in out.stderr, out.stderr
+
+
+def test_a_read_only_runs_folder_or_database_is_one_line_and_loses_nothing(in_tmp: Path) -> None:
+    assert cli("task=softmax", "run.name=a", "search.n_trials=3").returncode == 0
+    runs = in_tmp / "runs"
+    with read_only(runs):  # Hydra cannot create the new run's folder, nor a sweep's
+        _refused(cli("task=softmax", "run.name=b"), "cannot write the run directory runs/b")
+        _refused(cli("task=softmax,sgemm", flags=("-m",)), "cannot write the sweep's folder runs/sweeps/")
+    with read_only(runs / "a"):  # nor write its log when resuming
+        _refused(cli("task=softmax", "run.name=a", "search.n_trials=5"),
+                 "cannot write the run directory runs/a")
+    with read_only(runs / "evolve.db"):  # was: 106 lines ending in "invalid data in the commit"
+        _refused(cli("task=softmax", "run.name=c"),
+                 "cannot write the database runs/evolve.db (attempt to write")
+    with read_only(runs / "artifacts"):
+        _refused(cli("task=softmax", "run.name=d"), "cannot write the artifact directory runs/artifacts")
+    assert optuna.get_all_study_names("sqlite:///runs/evolve.db") == ["a"]
+    assert len(finished("a")) == 3
+
+
+def test_a_read_only_working_directory_is_one_line(in_tmp: Path) -> None:
+    here = in_tmp / "here"
+    here.mkdir()
+    with read_only(here):
+        out = subprocess.run([sys.executable, "-m", "evolve", *REPLAY, "task=softmax", "run.name=x"],
+                             cwd=here, capture_output=True, text=True, env=ENV, timeout=300)
+        _refused(out, "cannot write the run directory runs/x")

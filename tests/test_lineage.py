@@ -221,3 +221,29 @@ def test_many_variants_stay_in_a_readable_layout(store: VariantStore, tmp_path: 
     assert len({(b.get("x"), b.get("y")) for b in boxes}) == 40
     for v in family:
         assert all(box_x(root, store.get(p)) < box_x(root, v) for p in store.meta[v.id].parents)
+
+
+@pytest.mark.parametrize("times", [
+    [10.0, 8.0, 2.0, 5.0, 1.9, 1.0, 0.9],  # across decades
+    [0.2652, 0.2637, 0.2584, 0.2611, 0.2597],  # within one: a log locator labels nothing here
+    [3.418, 3.244, 3.094, 3.044, 29.1, 24.6],  # under a decade, and linear ticks would miss the best
+])
+def test_the_evolution_curve_labels_every_time_in_plain_milliseconds(store: VariantStore,
+                                                                     times: list[float]) -> None:
+    """Its labels once mixed '1e−01', '2e−01', '1' and '3.1' on one axis."""
+    from evolve.lineage import evolution_figure
+
+    v = seed(store, "naive.cu")
+    for i, ms in enumerate(times):
+        trial(store, v, "seed" if i == 0 else "tune", ms)
+    trials = store.study.get_trials()
+    fig = evolution_figure("curve", trials, lineage_rows(store.study, store))
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    low, high = ax.get_ylim()
+    shown = [label.get_text() for label in ax.get_yticklabels() + ax.get_yticklabels(minor=True)
+             if label.get_text() and low <= label.get_position()[1] <= high]
+    assert len(shown) >= 3 and len(set(shown)) == len(shown), shown
+    assert all(re.fullmatch(r"\d+(\.\d+)?", text) for text in shown), shown
+    values = [float(text) for text in shown]
+    assert values == sorted(values) and values[0] <= 1.5 * min(times)  # a label near the best time

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import optuna
+import pytest
 from openai_server import OpenAIServer, Reply, kernel_answer
 from optuna.trial import TrialState
 
@@ -138,6 +139,23 @@ def test_hydra_joblib_launcher_runs_evaluators_in_parallel(in_tmp: Path, postgre
     assert out.returncode == 0, out.stderr[-3000:]
     n, workers = _counted_by_worker(postgres_url, "jl")
     assert n == 15 and len(workers) >= 2
+
+
+def test_evaluators_under_the_joblib_launcher_can_start_their_gpu_worker(in_tmp: Path) -> None:
+    """A joblib job runs in a loky process; the GPU worker it spawned died at birth ("cannot find
+    context for 'loky'", a traceback per job). Here, without a GPU, the worker must get as far as
+    asking CuPy for the device."""
+    smi = subprocess.run(["sh", "-c", "nvidia-smi --list-gpus"], capture_output=True, text=True)
+    if "GPU " in smi.stdout:
+        pytest.skip("a GPU is here: run the README's joblib command with storage=postgres instead")
+    out = subprocess.run(
+        [sys.executable, "-m", "evolve", "-m", "hydra/launcher=joblib", "worker=0,1", "role=evaluate",
+         "task=vector_add", "run.name=jw", "backend=cupy", "search.progress=false"],
+        env=ENV, capture_output=True, text=True, timeout=240,
+    )
+    assert "Traceback" not in out.stderr and "loky" not in out.stderr, out.stderr[-3000:]
+    lines = [line for line in out.stderr.splitlines() if line.startswith("evolve: ")]
+    assert len(lines) == 2 and all("the GPU worker said: no usable CUDA GPU" in line for line in lines), lines
 
 
 def test_several_evaluators_refuse_sqlite(in_tmp: Path) -> None:

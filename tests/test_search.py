@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -231,10 +232,15 @@ def test_sigint_stops_cleanly_and_the_run_resumes(in_tmp: Path) -> None:
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert "resume with" in err and "Traceback" not in err
+    assert "Traceback" not in err
+    hint = next(line for line in err.splitlines() if line.startswith("interrupted: resume with  evolve "))
+    command = shlex.split(hint.split("  ", 1)[1])  # the run's own overrides, not only task and name
+    assert command == ["evolve", "task=softmax", "search.n_trials=12", *REPLAY, "backend.delay_s=0.3",
+                       "run.name=i"]
     done = len(finished("i"))
     assert 3 <= done < 12
-    resumed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    resumed = subprocess.run([sys.executable, "-m", *command], env=env, capture_output=True, text=True,
+                             timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert len(finished("i")) == 12
     s = study("i")
@@ -258,3 +264,27 @@ def test_sigkill_mid_run_then_resume_loses_nothing(in_tmp: Path) -> None:
     assert {t.number: t.value for t in after if t.number in before} == before
     keys = [(t.user_attrs["variant"], tuple(sorted(t.params.items()))) for t in after]
     assert len(set(keys)) == len(keys), "no candidate measured twice"
+
+
+@pytest.mark.parametrize(("edit", "tunables", "status", "reason"), [
+    (("args: [a, b, c, n]", "args: [a, b, c, bogus]"), {"BLOCK": 256}, "launch_error", "'bogus'"),
+    (("block: BLOCK", "block: BLOCK * 4"), {"BLOCK": 512}, "launch_error", "block.x = 2048"),
+    (("", ""), {"BLOCK": 48}, "rejected", "BLOCK=48 is not one of"),
+])
+def test_what_the_gpu_would_refuse_before_running_gets_that_verdict_on_replay(
+        edit: tuple[str, str], tunables: dict[str, int], status: str, reason: str) -> None:
+    """Not 'not_recorded': a candidate whose plan the GPU backend refuses needs no recording (an
+    LLM child naming an unknown argument, a block too large for the GPU)."""
+    from conftest import hardware_config
+
+    from evolve.backends.replay import ReplayBackend
+    from evolve.hardware import named
+    from evolve.spec import Variant
+    from evolve.task import builtin_task
+
+    task = builtin_task("vector_add")
+    backend = ReplayBackend({})
+    backend.start(task, named(hardware_config("h200")))
+    source = (ROOT / "kernels/vector_add/naive.cu").read_text().replace(*edit) + "\n// a child\n"
+    m = backend.evaluate(Variant.parse(source, name="child"), tunables, list(task.timing_sizes[:1]))
+    assert m.status.value == status and reason in m.reason, m.reason

@@ -87,3 +87,12 @@ def test_processes_creating_one_sqlite_database_at_once_all_get_it(in_tmp: Path)
         storage, _ = open_storage(StorageSettings(kind="rdb", url=url))
         names = {s.study_name for s in optuna.study.get_all_study_summaries(storage)}
         assert names == {f"s{i}" for i in range(4)}
+
+
+def test_a_password_is_hidden_in_a_url_and_in_an_override_that_holds_one() -> None:
+    from evolve.storage import redact
+
+    assert redact("postgresql://u:hunter2@db/evolve") == "postgresql://u:***@db/evolve"
+    assert redact("storage.url=postgresql://u:hunter2@db/x") == "storage.url=postgresql://u:***@db/x"
+    assert redact("storage.url=postgresql://u@db/x") == "storage.url=postgresql://u@db/x"
+    assert redact("search.n_trials=20") == "search.n_trials=20"

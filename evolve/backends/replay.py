@@ -12,10 +12,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from evolve.errors import EvolveError
+from evolve.errors import EvolveError, SpecError
 from evolve.hardware import Hardware
 from evolve.measurement import Measurement, Status
 from evolve.paths import RECORDINGS_DIR
+from evolve.plan import make_plan
 from evolve.recording import Recording, builtin_path
 from evolve.spec import Variant, candidate_key
 from evolve.task import Task, size_label
@@ -49,7 +50,7 @@ class ReplayBackend:
         m = self.rec.measurements.get(candidate_key(variant.id, tunables))
         where = f"{self.hardware.name}/{self.task.name}"
         if m is None:
-            return Measurement.failed(
+            return self._refused(variant, tunables, sizes) or Measurement.failed(
                 Status.NOT_RECORDED,
                 f"variant {variant.name} ({variant.id}) with {dict(tunables)} "
                 f"is not in the {where} recording",
@@ -60,6 +61,21 @@ class ReplayBackend:
                 Status.NOT_RECORDED, f"the {where} recording has no timing at {', '.join(missing)}"
             )
         return m
+
+    def _refused(self, variant: Variant, tunables: Mapping[str, int],
+                 sizes: list[dict[str, int]]) -> Measurement | None:
+        """What the GPU backend decides before anything runs (a configuration the spec refuses, a
+        launch its plan refuses) needs no recording: the same verdict and reason here."""
+        try:
+            variant.spec.check(tunables)
+        except SpecError as exc:
+            return Measurement.failed(Status.REJECTED, str(exc))
+        for s in [*self.task.correctness_sizes, *sizes]:
+            try:
+                make_plan(variant.spec, self.task, s, tunables, self.hardware)
+            except SpecError as exc:
+                return Measurement.failed(Status.LAUNCH_ERROR, f"at {size_label(s)}: {exc}")
+        return None
 
     def prefetch(self, variant: Variant, tunables: Mapping[str, int]) -> None:
         pass  # nothing to compile

@@ -1,4 +1,4 @@
-"""The ``evolve-bench`` command (Hydra app, configuration in ``conf/bench/``): kernel speed
+"""The ``evolve-bench`` command (Hydra app, configuration in ``conf-bench/``): kernel speed
 against PyTorch, torch.compile and CuPy/cuBLAS; search efficiency against Kernel Tuner on
 recorded spaces; evaluator throughput. Writes results.json, results.md and PNG plots."""
 
@@ -18,12 +18,12 @@ import hydra
 import optuna
 from omegaconf import DictConfig, OmegaConf
 
-from evolve import __version__
+from evolve import __version__, version_line
 from evolve.bench import report
 from evolve.bench.throughput import Throughput
 from evolve.bench.timer import TimerSettings
 from evolve.errors import EvolveError
-from evolve.paths import CONF_DIR
+from evolve.paths import BENCH_CONF_DIR
 
 log = logging.getLogger("evolve.bench")
 SECTIONS = ("speed", "efficiency", "throughput")
@@ -108,7 +108,8 @@ def _throughput(c: dict[str, Any], out: Path, speed: dict[str, Any] | None) -> d
 
 def _mix(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """Sum of several runs' throughputs, each run on one GPU."""
-    fields = ("candidates", "wall_s", "compile_s", "check_s", "timing_s", "storage_s", "other_s")
+    fields = ("candidates", "wall_s", "compile_s", "check_s", "timing_s", "storage_s", "other_s",
+              "evaluator_s")
     total = Throughput(**{k: type(parts[0][k])(sum(p[k] for p in parts)) for k in fields}, workers=1)
     return total.to_dict()
 
@@ -146,7 +147,7 @@ def _environment(gpu: bool) -> dict[str, str]:
     return env
 
 
-@hydra.main(version_base="1.3", config_path=str(CONF_DIR / "bench"), config_name="bench")
+@hydra.main(version_base="1.3", config_path=str(BENCH_CONF_DIR), config_name="bench")
 def _app(cfg: DictConfig) -> None:
     try:
         run(cfg)
@@ -156,4 +157,7 @@ def _app(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--version"]:  # ours, not Hydra's
+        print(version_line())
+        return
     _app()

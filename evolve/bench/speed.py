@@ -46,7 +46,8 @@ def run_search(task: str, out: Path, budget: int, sampler: str, overrides: list[
         raise EvolveError(f"the search on {task} failed (exit {rc}); see {out}/search-{name}.log")
     study = optuna.load_study(study_name=name, storage=storage)
     return {"best": json.loads((run_dir / "best.json").read_text()), "wall_s": wall,
-            "throughput": throughput(study.get_trials(deepcopy=False))}
+            "throughput": throughput(study.get_trials(deepcopy=False),
+                                     replayed=study.user_attrs.get("backend") == "replay")}
 
 
 def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_modes: list[str],

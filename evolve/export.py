@@ -244,8 +244,8 @@ def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardwar
         rate = (f"{a.get(Attr.TFLOPS, 0):.1f} | {100e12 * a.get(Attr.TFLOPS, 0) / hw.peak_fp32_flops:.1f}"
                 if flops else f"{a.get(Attr.GBPS, 0):.0f} | {100 * a.get(Attr.BANDWIDTH_FRACTION, 0):.1f}")
         out.append(
-            f"| {t.number} | {a.get(Attr.VARIANT_NAME)} | {t.value:.4g} | {a.get(Attr.IQR_MS, 0):.2g} | {rate} | "
-            f"{a.get(Attr.REGISTERS, '-')} | {a.get(Attr.OCCUPANCY, '-')} | {_fmt(t.params)} |"
+            f"| {t.number} | {a.get(Attr.VARIANT_NAME)} | {t.value:.4g} | {a.get(Attr.IQR_MS, 0):.2g} | "
+            f"{rate} | {a.get(Attr.REGISTERS, '-')} | {a.get(Attr.OCCUPANCY, '-')} | {_fmt(t.params)} |"
         )
     bad = [t for t in done if t.state == TrialState.FAIL][:10]
     if bad:

@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import sqlite3
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 

@@ -16,25 +16,17 @@ from collections import defaultdict
 from dataclasses import dataclass
 from graphlib import TopologicalSorter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from evolve.curve import FAILED, IMPROVED, OPERATOR_COLORS, OTHER_COLOR, evolution_figure
 from evolve.population import Member, noise_ms
 from evolve.record import Attr, Op, counts_toward_budget, fastest_per_variant
 from evolve.variants import VariantStore
 
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
-
-OPERATOR_COLORS = {  # shared by the SVG and the curve, so one colour means one operator
-    Op.SEED: "#1f77b4", Op.TUNE: "#7f7f7f", Op.MUTATE: "#ff7f0e", Op.MUTATE_DIFF: "#9467bd",
-    Op.CROSSOVER: "#2ca02c", Op.REPAIR: "#d62728",
-}
-OTHER_COLOR = "#bcbd22"
-IMPROVED, FAILED, BORDER = "#2e7d32", "#9e9e9e", "#424242"
+BORDER = "#424242"
 REASON_CHARS = 80
 # terminal colour codes (compilers emit them) and characters XML 1.0 does not allow
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -79,7 +71,8 @@ def write_lineage(study: optuna.Study, variants: VariantStore, run_dir: Path) ->
     paths["table"].write_text(_table(study.study_name, rows), encoding="utf-8")
     paths["svg"].write_text(_svg(study.study_name, rows), encoding="utf-8")
     finished = [t for t in trials if counts_toward_budget(t)]
-    evolution_figure(study.study_name, finished, rows).savefig(paths["curve"])
+    improved = [(r.best_trial, r.best_ms, _clip(r.name, NAME_CHARS)) for r in rows if r.improvement]
+    evolution_figure(study.study_name, finished, improved).savefig(paths["curve"])
     return paths
 
 
@@ -318,96 +311,3 @@ def _tooltip(r: Row) -> str:
     if r.best_ms is None:
         lines.append(f"{r.status}: {_clip(r.reason, 300)}" if r.reason else r.status)
     return "\n".join(lines)
-
-
-# ---- evolution.png ------------------------------------------------------------------------
-def evolution_figure(study_name: str, finished: list[FrozenTrial], rows: list[Row]) -> Figure:
-    """Time per trial by operator, the best so far, and where a child beat its parent.
-
-    A bare Figure on the Agg canvas: no pyplot, so no GUI backend, no global figure to close,
-    and safe beside the run's other threads. Imported here: only exporting needs matplotlib.
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
-
-    fig = Figure(figsize=(10, 5.5), dpi=120, layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    ok = [t for t in finished if t.state == TrialState.COMPLETE and t.value is not None]
-    last = finished[-1].number if finished else 0
-    by_op: dict[str, list[FrozenTrial]] = defaultdict(list)
-    for t in ok:
-        by_op[str(t.user_attrs.get(Attr.OPERATOR, "?"))].append(t)
-    for op in [o for o in OPERATOR_COLORS if o in by_op] + sorted(set(by_op) - set(OPERATOR_COLORS)):
-        ts = by_op[op]
-        ax.scatter([t.number for t in ts], [t.value for t in ts], s=16, zorder=2,
-                   color=OPERATOR_COLORS.get(op, OTHER_COLOR), label=f"{op} ({len(ts)})")
-    failed = [t.number for t in finished if t.state == TrialState.FAIL]
-    if failed:  # a rug along the bottom: failures have no time
-        ax.plot(failed, [0.02] * len(failed), "x", color=FAILED, markersize=4,
-                transform=ax.get_xaxis_transform(), label=f"failed ({len(failed)})")
-    if ok:
-        _best_so_far(ax, ok, last)
-        _improvements(ax, [r for r in rows if r.improvement])
-        _time_axis(ax, [t.value for t in ok])
-    else:
-        ax.text(0.5, 0.5, "no correct trial yet", transform=ax.transAxes, ha="center", va="center")
-        ax.set_yticks([])
-    ax.set_xlim(-0.5, max(last, 1) + 0.5)  # whole trial numbers even for a single trial
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title(f"Run {study_name}: time per trial")
-    ax.set_xlabel("trial number")
-    ax.set_ylabel("time (ms, log scale)")
-    ax.grid(True, which="both", alpha=0.25)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper right", fontsize=8)
-    return fig
-
-
-def _time_axis(ax: Axes, ms: list[float]) -> None:
-    """A log axis labelled in plain milliseconds ("0.3", "1", "10"), not a mix of "1e−01", "2"
-    and "3.1"; with a label near the best time, the part of the plot that matters."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
-
-    ax.set_yscale("log")
-    ticks = _log_ticks(*ax.get_ylim(), best=min(ms))
-    ax.yaxis.set_major_locator(FixedLocator(ticks) if ticks else MaxNLocator(nbins=6))  # within 1.5x
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.4g}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-
-
-_MANTISSAS = ((1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0), (1.0, 1.5, 2.0, 3.0, 5.0, 7.0),
-              (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0))
-
-
-def _log_ticks(low: float, high: float, best: float) -> list[float] | None:
-    """The sparsest round-number ticks in [low, high] that give at least four labels, the lowest
-    within 1.5x of the best time; None where the range is too narrow for that (linear ticks then)."""
-    decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
-    for mantissas in _MANTISSAS:
-        ticks = [float(f"{m * 10.0 ** e:.6g}") for e in decades for m in mantissas]
-        ticks = [t for t in ticks if low <= t <= high]
-        if len(ticks) >= 4 and ticks[0] <= 1.5 * best:
-            return ticks
-    return None
-
-
-def _best_so_far(ax: Axes, ok: list[FrozenTrial], last: int) -> None:
-    xs, ys, best = [], [], math.inf
-    for t in ok:
-        if t.value < best:
-            best = t.value
-            xs.append(t.number)
-            ys.append(best)
-    ax.step([*xs, last], [*ys, best], where="post", color="black", linewidth=1.2, label="best so far")
-
-
-def _improvements(ax: Axes, rows: list[Row]) -> None:
-    if not rows:
-        return
-    ax.scatter([r.best_trial for r in rows], [r.best_ms for r in rows], marker="*", s=150, zorder=3,
-               facecolor="none", edgecolor=IMPROVED, linewidth=1.4, label=f"improvement ({len(rows)})")
-    for r in rows:
-        ax.annotate(_clip(r.name, NAME_CHARS), (r.best_trial, r.best_ms), xytext=(5, 6),
-                    textcoords="offset points", fontsize=8, color=IMPROVED)

@@ -43,6 +43,7 @@ from evolve.recording import RecordingWriter
 from evolve.search import Search, SearchSettings
 from evolve.storage import cached_ceilings, open_storage, store_ceilings
 from evolve.task import Task, load_task
+from evolve.tasks import command_line_name, list_tasks, register_task_files, with_task_dir
 from evolve.variants import VariantStore
 from evolve.verify import Verification, verify
 
@@ -65,7 +66,7 @@ def run(cfg: DictConfig) -> float | None:
     """One run: returns the best time in ms (what a Hydra sweeper would minimize)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     c: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
-    task = load_task(c["task"])
+    task = load_task(with_task_dir(c["task"]))
     admit(task)
     objective = Objective.from_config(c["objective"])
     settings = SearchSettings.from_config(c["search"])
@@ -132,7 +133,8 @@ def run(cfg: DictConfig) -> float | None:
     else:
         print(f"{task.name}: {summary.line()}")
     if stop == "interrupted":
-        print(f"interrupted: resume with  evolve task={task.name} run.name={study.study_name}",
+        print(f"interrupted: resume with  evolve task={command_line_name(task.config)} "
+              f"run.name={study.study_name}",
               file=sys.stderr)
         sys.exit(130)
     return summary.best_ms if summary else None
@@ -163,6 +165,8 @@ def _start_workers(c: dict[str, Any]) -> list[subprocess.Popen[bytes]]:
         raise EvolveError("several evaluators need storage=postgres (or storage=journal on one node)")
     overrides = [o for o in HydraConfig.get().overrides.task
                  if not o.startswith(("workers=", "role=", "worker=", "run.name="))]
+    overrides += [f"--config-dir={s.path}" for s in HydraConfig.get().runtime.config_sources
+                  if s.provider == "command-line"]  # where an --config-dir task lives
     procs = []
     for i in range(n):
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)] if gpus else str(i)}
@@ -297,4 +301,11 @@ def _app(cfg: DictConfig) -> float | None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["tasks"]:
+        sys.exit(list_tasks(sys.argv[2:]))
+    try:
+        sys.argv[1:] = register_task_files(sys.argv[1:])
+    except EvolveError as exc:
+        print(f"evolve: {exc}".splitlines()[0], file=sys.stderr)
+        sys.exit(2)
     _app()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,8 +123,10 @@ class Task:
         return out
 
     def fingerprint(self) -> str:
-        """Identifies the task definition, so a resumed study can refuse a changed task."""
-        return hashlib.sha256(json.dumps(self.config, sort_keys=True).encode()).hexdigest()[:12]
+        """Identifies the task definition, so a resumed study can refuse a changed task (its
+        folder may move: where it lives is not part of what it is)."""
+        what = {k: v for k, v in self.config.items() if k != "dir"}
+        return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def size_label(sizes: Mapping[str, int]) -> str:
@@ -131,8 +134,13 @@ def size_label(sizes: Mapping[str, int]) -> str:
 
 
 def load_task(cfg: Mapping[str, Any]) -> Task:
-    """Build a Task from its configuration, with errors that name the offending key."""
+    """Build a Task from its configuration, with errors that name the offending key.
+
+    ``dir`` (set for a task file by :mod:`evolve.tasks`) is the folder its seeds and its
+    ``module:function`` reference are found in; every process that rebuilds the task from its
+    configuration (the GPU worker, the sanitizer) finds them there too."""
     name = str(cfg.get("name", "?"))
+    base = Path(str(cfg["dir"])).expanduser().resolve() if cfg.get("dir") else None
 
     def fail(msg: str) -> EvolveError:
         return EvolveError(f"task {name}: {msg}")
@@ -158,7 +166,7 @@ def load_task(cfg: Mapping[str, Any]) -> Task:
             raise fail(f"every size must name {sorted(size_names)}, got {sorted(s)}")
     if clash := size_names & {a.name for a in args}:
         raise fail(f"{sorted(clash)} are both sizes and arguments")
-    seed_paths = tuple(_resolve_seed(name, p) for p in cfg.get("seeds") or [])
+    seed_paths = tuple(_resolve_seed(name, str(p), base) for p in cfg.get("seeds") or [])
     if not seed_paths:
         raise fail("needs at least one seed kernel in 'seeds'")
     task = Task(
@@ -167,7 +175,7 @@ def load_task(cfg: Mapping[str, Any]) -> Task:
         args=args,
         correctness_sizes=correctness,
         timing_sizes=timing,
-        reference=_resolve_reference(name, str(cfg.get("reference", name))),
+        reference=_resolve_reference(name, str(cfg.get("reference", name)), base),
         tolerance=tolerance,
         bytes_expr=bytes_expr,
         flops_expr=flops_expr,
@@ -212,23 +220,80 @@ def _sizes(s: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
-def _resolve_seed(task: str, p: str) -> Path:
-    """Seeds are paths: absolute, relative to the working directory, or to kernels/."""
-    for path in (Path(p), KERNELS_DIR / p):
-        if path.is_file():
+def _resolve_seed(task: str, p: str, base: Path | None) -> Path:
+    """Seeds are paths: absolute, or relative to the task file's folder, to kernels/ (the
+    built-in tasks' seeds) or to the working directory, in that order."""
+    places = [*([base] if base else []), KERNELS_DIR, Path.cwd()]
+    for path in (Path(p).expanduser(), *(d / p for d in places)):
+        if path.is_absolute() and path.is_file():
             return path.resolve()
-    raise EvolveError(f"task {task}: seed kernel {p!r} not found (looked in . and {KERNELS_DIR})")
+    raise EvolveError(f"task {task}: seed kernel {p!r} not found (looked in "
+                      f"{', '.join(str(d) for d in places)})")
 
 
-def _resolve_reference(task: str, ref: str) -> Callable[..., dict[str, Any]]:
+def _resolve_reference(task: str, ref: str, base: Path | None) -> Callable[..., dict[str, Any]]:
+    """A built-in reference by name, or ``module:function`` imported from the task's folder
+    (first on the import path, as a script's own folder is) or from anywhere importable."""
     module, _, func = ref.rpartition(":")
-    try:
-        obj = getattr(importlib.import_module(module) if module else references, func)
-    except (ImportError, AttributeError):
-        raise EvolveError(
-            f"task {task}: reference {ref!r} not found (a name in evolve.references or module:function)"
-        ) from None
+    if not module:
+        obj = getattr(references, func, None)
+        if not callable(obj):
+            raise EvolveError(f"task {task}: reference {ref!r} is not a built-in reference; name your "
+                              "own as module:function (module.py beside the task file)")
+        return obj
+    mod = _import(task, module, base)
+    obj = getattr(mod, func, None)
+    if not callable(obj):
+        raise EvolveError(f"task {task}: reference module {module} ({getattr(mod, '__file__', '?')}) "
+                          f"has no function {func!r}")
     return obj
+
+
+def _import(task: str, module: str, base: Path | None) -> Any:
+    if base is not None:
+        _use_folder(base)
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module == exc.name or module.startswith(exc.name + ".")):
+            where = f"{base} and " if base else ""
+            raise EvolveError(f"task {task}: reference module {module!r} not found "
+                              f"(looked in {where}the Python path)") from None
+        raise EvolveError(f"task {task}: importing reference module {module!r} failed: "
+                          f"{_describe(exc)}") from None
+    except Exception as exc:  # the user's module raised: show what, and where
+        raise EvolveError(f"task {task}: importing reference module {module!r} failed: "
+                          f"{_describe(exc)}") from None
+
+
+_task_folders: list[str] = []  # put on the import path by _use_folder
+
+
+def _use_folder(base: Path) -> None:
+    """Put the task's folder first on the import path, instead of any other task's folder: a
+    module of the same name (``refs``) from another task is not this task's module."""
+    folder = str(base)
+    for other in [d for d in _task_folders if d != folder]:
+        _task_folders.remove(other)
+        while other in sys.path:
+            sys.path.remove(other)
+        for name, mod in list(sys.modules.items()):
+            if (getattr(mod, "__file__", None) or "").startswith(other + "/"):
+                del sys.modules[name]
+    if folder not in _task_folders:
+        _task_folders.append(folder)
+        sys.path.insert(0, folder)
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception on one line, with the file and line where it was raised."""
+    text = f"{exc.__class__.__name__}: {exc}".splitlines()[0]
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{text} ({exc.filename}:{exc.lineno})"
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return f"{text} ({tb.tb_frame.f_code.co_filename}:{tb.tb_lineno})" if tb is not None else text
 
 
 def builtin_task(name: str) -> Task:
@@ -241,4 +306,4 @@ def builtin_task(name: str) -> Task:
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in path.parent.glob("*.yaml")))
         raise EvolveError(f"unknown task {name!r}; built-in tasks: {known}")
-    return load_task(yaml.safe_load(path.read_text()))
+    return load_task({**yaml.safe_load(path.read_text()), "dir": str(path.parent)})

@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from evolve.dtypes import ITEMSIZE
 from evolve.errors import SpecError
 from evolve.expr import Expr
 
@@ -48,7 +49,7 @@ MAX_YAML_DEPTH = 16  # nested mappings and lists in a spec (its schema needs fou
 # Enumerating the space evaluates every restriction at every configuration: the search process
 # bounds that work (configurations x restriction terms), not only the number of configurations.
 MAX_ENUMERATION = 2_000_000
-DTYPES = {"float32": 4, "float64": 8, "float16": 2, "int32": 4, "int64": 8, "uint32": 4}
+DTYPES = ITEMSIZE  # bytes per element of each dtype a scratch buffer (or task argument) may have
 
 # An unterminated comment runs to the end: one scan, however many openers there are.
 _HEADER = re.compile(r"/\*@evolve\b(.*?)(\*/|\Z)", re.S)
@@ -308,7 +309,7 @@ def _scratch(name: Any, s: Any) -> Scratch:
     _only_keys(s, {"dtype", "size", "zero"}, f"scratch {name}")
     dtype = s.get("dtype", "float32")
     if dtype not in DTYPES:
-        raise SpecError(f"scratch {name}: dtype must be one of {sorted(DTYPES)}")
+        raise SpecError(f"scratch {name}: dtype must be one of {', '.join(DTYPES)}")
     if "size" not in s:
         raise SpecError(f"scratch {name}: 'size' (elements) is required")
     zero = s.get("zero", False)

@@ -66,6 +66,12 @@ def run(cfg: DictConfig) -> float | None:
     """One run: returns the best time in ms (what a Hydra sweeper would minimize)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     c: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    if c["backend"]["name"] == "check":  # no GPU, no study: check the task and say what is wrong
+        from evolve.backends.check import check_task
+
+        if check_task(c):
+            sys.exit(1)
+        return None
     task = load_task(with_task_dir(c["task"]))
     admit(task)
     objective = Objective.from_config(c["objective"])

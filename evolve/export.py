@@ -19,6 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 from evolve.errors import EvolveError
 from evolve.hardware import Hardware
 from evolve.lineage import write_lineage
+from evolve.metrics import bound, headline, peak_text
 from evolve.objective import Objective
 from evolve.plan import make_plan
 from evolve.search import counts_toward_budget
@@ -40,6 +41,7 @@ class Summary:
     ceiling_gbps: float
     run_dir: Path
     verified: str  # how the winner was re-measured before export, in words
+    headline: str = ""  # the figure that matters: GB/s or TFLOP/s against its ceiling (metrics.headline)
 
     @property
     def speedup(self) -> float | None:
@@ -50,14 +52,8 @@ class Summary:
             f" — {self.speedup:.2f}x over the best seed default ({self.baseline}: {self.baseline_ms:.4g} ms)"
             if self.speedup else ""
         )
-        return (
-            f"best {self.best_ms:.4g} ms ({self.variant} {_fmt(self.tunables)}){speed}; "
-            f"{self.gbps:.0f} GB/s = {100 * self.bandwidth_fraction:.1f}% of the measured "
-            f"{self.ceiling_gbps:.0f} GB/s bandwidth ceiling "
-            f"({100 * self.roofline_fraction:.1f}% of the roofline)"
-            f"{' — ABOVE THE CEILING: check the kernel' if self.bandwidth_fraction > 1.02 else ''}. "
-            f"{self.verified} Results in {self.run_dir}/"
-        )
+        return (f"best {self.best_ms:.4g} ms ({self.variant} {_fmt(self.tunables)}){speed}; "
+                f"{self.headline}. {self.verified} Results in {self.run_dir}/")
 
 
 def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware,
@@ -104,6 +100,7 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
                 f"{'' if passed.reproduced else ' — DOES NOT REPRODUCE the search time'}."
                 if passed else "Not re-measured (replay backend)."
             ),
+            headline=headline(task, hw, attrs),
         )
         launches = _launches(variant, task, hw, tunables)
         source = variant.with_defines(tunables)
@@ -125,7 +122,9 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
             },
             "speedup": summary.speedup,
             "ceiling": {**hw.measured_ceilings(), "bandwidth_ceiling_bps": hw.bandwidth_ceiling,
-                        "peak_fp32_flops": hw.peak_fp32_flops},
+                        "peak_fp32_flops": hw.peak_fp32_flops, "compute_peak": task.peak,
+                        "compute_peak_flops": 0.0 if task.peak == "memory" else hw.peak(task.peak),
+                        "bound": bound(task, hw)},
             "trials": {"finished": len(done), "complete": len(ok), "failed": dict(failures)},
             "stop_reason": stop_reason,
             "verification": [c.to_dict() for c in checks] if checks else None,
@@ -187,8 +186,7 @@ def _best_cu(study: optuna.Study, task: Task, hw: Hardware, s: Summary,
     lines = [
         f"// cuda-evolve: best kernel of run {study.study_name}, task {task.name}, "
         f"on {hw.device or hw.name}.",
-        f"// {s.best_ms:.4g} ms, {s.gbps:.0f} GB/s ({100 * s.bandwidth_fraction:.1f}% of the measured "
-        f"copy bandwidth). Tunables are baked in as #defines below.",
+        f"// {s.best_ms:.4g} ms: {s.headline}. Tunables are baked in as #defines below.",
     ]
     for label, calls in launches.items():
         lines.append(f"// Launch at {label}:")
@@ -213,7 +211,7 @@ def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardwar
         f"- Bandwidth ceiling {hw.bandwidth_ceiling / 1e9:.0f} GB/s: the faster of a measured "
         f"device-to-device copy ({(hw.copy_bandwidth_bps or 0) / 1e9:.0f} GB/s) and read-only stream "
         f"({(hw.read_bandwidth_bps or 0) / 1e9:.0f} GB/s); "
-        f"fp32 peak {hw.peak_fp32_flops / 1e12:.1f} TFLOP/s (datasheet).",
+        f"{peak_text(task, hw)}; {bound(task, hw)}-bound at the timing size.",
         f"- Trials: {len(done)} finished, {len(ok)} correct, "
         f"{sum(failures.values())} failed; stopped by: {stop_reason}.",
         "",
@@ -234,14 +232,17 @@ def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardwar
             f"{f'{default / best.value:.2f}x' if best and default else '-'} | "
             f"{_fmt(best.params) if best else '-'} |"
         )
+    compute = bound(task, hw) == "compute"  # lead with the figure that matters
+    rate = (("TFLOP/s", "% of peak", "tflops", "compute_fraction") if compute else
+            ("GB/s", "% of bandwidth", "gbps", "bandwidth_fraction"))
     out += ["", "## Fastest trials", "",
-            "| trial | variant | ms | IQR ms | GB/s | % of bandwidth | registers | occupancy | tunables |",
+            f"| trial | variant | ms | IQR ms | {rate[0]} | {rate[1]} | registers | occupancy | tunables |",
             "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for t in sorted(ok, key=lambda t: t.value)[:10]:
         a = t.user_attrs
         out.append(
             f"| {t.number} | {a.get('variant_name')} | {t.value:.4g} | {a.get('iqr_ms', 0):.2g} | "
-            f"{a.get('gbps', 0):.0f} | {100 * a.get('bandwidth_fraction', 0):.1f} | "
+            f"{a.get(rate[2], 0):.{1 if compute else 0}f} | {100 * a.get(rate[3], 0):.1f} | "
             f"{a.get('registers', '-')} | {a.get('occupancy', '-')} | {_fmt(t.params)} |"
         )
     bad = [t for t in done if t.state == TrialState.FAIL][:10]

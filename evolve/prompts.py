@@ -16,6 +16,7 @@ from evolve.compiler import ALLOWED_INCLUDES
 from evolve.errors import EvolveError
 from evolve.hardware import Hardware
 from evolve.llm import Messages
+from evolve.metrics import bound, peak_text
 from evolve.paths import PACKAGE_DIR
 from evolve.task import Task, size_label
 
@@ -73,7 +74,7 @@ class Prompts:
             max_threads_per_block=hw.max_threads_per_block, max_threads_per_sm=hw.max_threads_per_sm,
             registers_per_sm=hw.registers_per_sm, shared_per_block=hw.max_shared_per_block,
             l2_mb=round(hw.l2_bytes / 2**20), ceiling_gbps=round(hw.bandwidth_ceiling / 1e9),
-            fp32_tflops=round(hw.peak_fp32_flops / 1e12, 1),
+            fp32_tflops=round(hw.peak_fp32_flops / 1e12, 1), peak=peak_text(t, hw), bound=bound(t, hw),
             spec_help=self.t["spec_help"].substitute(size_names=", ".join(timing)),
         ).strip()
 

@@ -23,6 +23,7 @@ import numpy as np
 from evolve import dtypes, references
 from evolve.errors import EvolveError, SpecError, describe
 from evolve.expr import Expr
+from evolve.hardware import PEAKS
 from evolve.inputs import Init, check_draw, draw, fill, parse_init
 from evolve.paths import KERNELS_DIR
 from evolve.spec import Variant
@@ -63,6 +64,7 @@ class Task:
     defines: tuple[tuple[str, str], ...]
     seed_paths: tuple[Path, ...]
     config: Mapping[str, Any]
+    peak: str = "fp32"  # the compute peak that bounds it (evolve.hardware.PEAKS), or "memory"
 
     @property
     def inputs(self) -> tuple[Arg, ...]:
@@ -173,6 +175,9 @@ def load_task(cfg: Mapping[str, Any]) -> Task:
         tolerance = _tolerance(tol) if tol is not None else _default_tolerance(args)
         traffic = cfg.get("traffic") or {}
         bytes_expr, flops_expr = Expr(traffic["bytes"]), Expr(traffic.get("flops", 0))
+        peak = str(traffic.get("peak", "memory" if flops_expr.text == "0" else "fp32"))
+        if peak not in ("memory", *PEAKS):
+            raise ValueError(f"traffic.peak must be memory or one of {', '.join(PEAKS)}")
     except (KeyError, TypeError, ValueError, SpecError) as exc:
         raise fail(f"malformed configuration ({exc.__class__.__name__}: {exc})") from None
     if not any(a.role != "output" for a in args) or not any(a.role != "input" for a in args):
@@ -199,6 +204,7 @@ def load_task(cfg: Mapping[str, Any]) -> Task:
         defines=tuple((str(k), str(v)) for k, v in (cfg.get("defines") or {}).items()),
         seed_paths=seed_paths,
         config=dict(cfg),
+        peak=peak,
     )
     for s in (*correctness, *timing):
         for a in args:

@@ -24,6 +24,7 @@ from evolve.objective import Objective
 from evolve.plan import make_plan
 from evolve.search import counts_toward_budget
 from evolve.task import Task, size_label
+from evolve.usage import best_py
 from evolve.variants import ORIGIN_ATTRS, VariantStore
 from evolve.verify import Verification
 
@@ -80,7 +81,7 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
         report += _sanitizer_report(sanitized)
         (run_dir / "report.md").write_text(report)
         if not ok or (checks and passed is None):
-            for stale in ("best.cu", "best.json"):  # from an earlier export of this run
+            for stale in ("best.cu", "best.json", "best.py"):  # from an earlier export of this run
                 (run_dir / stale).unlink(missing_ok=True)
             return None
         best = min(ok, key=lambda t: t.value) if passed is None else study.trials[passed.trial]
@@ -103,8 +104,9 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
             headline=headline(task, hw, attrs),
         )
         launches = _launches(variant, task, hw, tunables)
-        source = variant.with_defines(tunables)
+        source = variant.with_defines(tunables, task.defines)  # compiles on its own
         (run_dir / "best.cu").write_text(_best_cu(study, task, hw, summary, launches, source))
+        (run_dir / "best.py").write_text(best_py(task, study.study_name, hw.device or hw.name))
         (run_dir / "best.json").write_text(json.dumps({
             "run": study.study_name,
             "task": task.name,
@@ -113,6 +115,7 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
             "objective": {"name": objective.name, "reduce": objective.reduce, "unit": "ms"},
             "variant": {"id": variant.id, "name": variant.name, **variants.meta[variant.id]},
             "tunables": tunables,
+            "task_config": dict(task.config),  # what best.py launches by
             "launch": {"spec": variant.spec.raw, "at": launches},
             "measurement": {k: v for k, v in attrs.items() if k not in ORIGIN_ATTRS},
             "time_ms": best.value,
@@ -186,7 +189,9 @@ def _best_cu(study: optuna.Study, task: Task, hw: Hardware, s: Summary,
     lines = [
         f"// cuda-evolve: best kernel of run {study.study_name}, task {task.name}, "
         f"on {hw.device or hw.name}.",
-        f"// {s.best_ms:.4g} ms: {s.headline}. Tunables are baked in as #defines below.",
+        f"// {s.best_ms:.4g} ms: {s.headline}.",
+        "// Tunables and the task's defines are baked in as #defines below: it compiles on its own.",
+        "// best.py beside it launches it on CuPy arrays or PyTorch tensors.",
     ]
     for label, calls in launches.items():
         lines.append(f"// Launch at {label}:")

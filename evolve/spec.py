@@ -28,7 +28,7 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,9 +142,11 @@ class Variant:
         ).hexdigest()[:12]
         return cls(source=source, spec=spec, id=digest, name=name or digest)
 
-    def with_defines(self, tunables: Mapping[str, int]) -> str:
-        """The source with its tunables baked in, compilable without -D flags."""
-        lines = [f"#define {k} {v}" for k, v in sorted(tunables.items())]
+    def with_defines(self, tunables: Mapping[str, int],
+                     defines: Iterable[tuple[str, str]] = ()) -> str:
+        """The source with its tunables (and the task's defines) baked in, compilable without -D
+        flags."""
+        lines = [f"#define {k} {v}" for k, v in [*sorted(tunables.items()), *defines]]
         return "\n".join([*lines, self.source])
 
 

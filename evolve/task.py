@@ -154,12 +154,13 @@ def size_label(sizes: Mapping[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in sizes.items())
 
 
-def load_task(cfg: Mapping[str, Any]) -> Task:
+def load_task(cfg: Mapping[str, Any], resolve: bool = True) -> Task:
     """Build a Task from its configuration, with errors that name the offending key.
 
     ``dir`` (set for a task file by :mod:`evolve.tasks`) is the folder its seeds and its
     ``module:function`` reference are found in; every process that rebuilds the task from its
-    configuration (the GPU worker, the sanitizer) finds them there too."""
+    configuration (the GPU worker, the sanitizer) finds them there too. ``resolve=False`` leaves
+    both alone: launching a kernel needs neither."""
     name = str(cfg.get("name", "?"))
     base = Path(str(cfg["dir"])).expanduser().resolve() if cfg.get("dir") else None
 
@@ -190,14 +191,16 @@ def load_task(cfg: Mapping[str, Any]) -> Task:
             raise fail(f"every size must name {sorted(size_names)}, got {sorted(s)}")
     if clash := size_names & {a.name for a in args}:
         raise fail(f"{sorted(clash)} are both sizes and arguments")
-    seed_paths = tuple(_resolve_seed(name, str(p), base) for p in cfg.get("seeds") or [])
+    seeds = cfg.get("seeds") or [] if resolve else []
+    seed_paths = tuple(_resolve_seed(name, str(p), base) for p in seeds)
     task = Task(
         name=name,
         description=str(cfg.get("description", "")),
         args=args,
         correctness_sizes=correctness,
         timing_sizes=timing,
-        reference=_resolve_reference(name, str(cfg.get("reference", name)), base),
+        reference=_resolve_reference(name, str(cfg.get("reference", name)), base) if resolve
+        else _unresolved,
         tolerance=tolerance,
         bytes_expr=bytes_expr,
         flops_expr=flops_expr,
@@ -215,9 +218,13 @@ def load_task(cfg: Mapping[str, Any]) -> Task:
                 raise fail(f"{a.name}: {exc}") from None
             if d is not None and (problem := check_draw(d, a.dtype, int(np.prod(shape)))):
                 raise fail(f"{a.name} at {size_label(s)}: {problem}")
-    if not seed_paths:
+    if not seed_paths and resolve:
         raise fail("needs at least one seed kernel in 'seeds'")
     return task
+
+
+def _unresolved(*_: Any) -> dict[str, Any]:
+    raise EvolveError("this task was loaded without its reference (load_task(..., resolve=False))")
 
 
 def _arg(name: str, a: Mapping[str, Any]) -> Arg:

@@ -106,6 +106,9 @@ def run(cfg: DictConfig) -> float | None:
         run_dir = Path(c["run"]["dir"])
         if role != "evaluate":
             _attach_llm(search, c, task, hw, run_dir, settings.seed)
+        if not task.seed_paths and search.proposer is None and role != "evaluate":
+            raise EvolveError(f"task {task.name} has no seed kernels and no LLM to write the first one: add "
+                              "seeds: [...] to the task, or choose llm=openai, llm=local or llm=mailbox")
         if role == "propose" and search.proposer is None and not helpers:
             raise EvolveError("role=propose needs an LLM: choose llm=openai or llm=local")
         if helpers and search.proposer is None:  # our evaluators need not wait for children

@@ -1,4 +1,5 @@
-"""The LLM operators: mutate (whole kernel or SEARCH/REPLACE edits), crossover, repair.
+"""The LLM operators: mutate (whole kernel or SEARCH/REPLACE edits), crossover, repair, and
+write (the first kernel of a task that has no seed).
 
 A proposal reads the population as of a known number of finished trials, asks the LLM, parses
 the answer (an unusable answer goes back to the LLM once with the reason), and commits the child
@@ -25,7 +26,7 @@ from evolve.spec import Variant
 if TYPE_CHECKING:
     from evolve.search import Search
 
-LLM_OPERATORS = ("mutate", "mutate_diff", "crossover", "repair")
+LLM_OPERATORS = ("mutate", "mutate_diff", "crossover", "repair", "write")
 REPAIRABLE = ("compile_error", "launch_error", "wrong", "rejected")
 MAX_FAILED_STREAK = 20
 
@@ -119,8 +120,6 @@ class Proposer:
     def plan(self) -> Plan | None:
         """Fix the next proposal from the current population; None if there is nothing to do."""
         search, pop = self.search, self.search.population
-        if not pop.members:
-            return None
         index, seen = self.index, pop.observed
         if self.s.repair and search.repairable:
             vid, status, reason, diagnostics = search.repairable.pop(0)
@@ -132,6 +131,8 @@ class Proposer:
             search.inflight += 1
             return Plan(index, "repair", seen, [vid], meta.get("island", 0), messages, v.source,
                         dict(parent_best.best.params) if parent_best else {})
+        if not pop.members:
+            return self._write() if not search.seed_ids else None
         islands = pop.nonempty_islands()
         island = islands[index % len(islands)]
         ops = {k: v for k, v in self.s.rates.items() if k in LLM_OPERATORS and k != "repair" and v > 0}
@@ -157,6 +158,17 @@ class Proposer:
         search.inflight += 1
         return Plan(index, op, seen, parents, island, messages, search.variants.get(a).source,
                     dict(pop.members[a].best.params))
+
+    def _write(self) -> Plan | None:
+        """A task without seeds: the LLM writes a first kernel (while none waits to be measured)."""
+        search = self.search
+        if search.waiting or search.inflight >= self.threads:
+            return None
+        index = self.index
+        self.index += 1
+        search.inflight += 1
+        return Plan(index, "write", search.population.observed, [], index % self.s.islands,
+                    self.prompts.write(), "", {})
 
     def _view(self, m: Member) -> KernelView:
         a = m.best.user_attrs

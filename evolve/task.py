@@ -218,8 +218,6 @@ def load_task(cfg: Mapping[str, Any], resolve: bool = True) -> Task:
                 raise fail(f"{a.name}: {exc}") from None
             if d is not None and (problem := check_draw(d, a.dtype, int(np.prod(shape)))):
                 raise fail(f"{a.name} at {size_label(s)}: {problem}")
-    if not seed_paths and resolve:
-        raise fail("needs at least one seed kernel in 'seeds'")
     return task
 
 

@@ -29,15 +29,33 @@ BUILTIN_DIR = CONF_DIR / "task"
 
 def register_task_files(argv: Sequence[str]) -> list[str]:
     """The command line with every ``task=`` value that is a YAML path (a multirun's
-    comma-separated list too) made a registered ``file:/abs/path.yaml`` option."""
+    comma-separated list too) made a registered ``file:/abs/path.yaml`` option. A name that is
+    neither a built-in task nor a file is refused with the tasks there are (unless a config
+    folder of the user's may hold it)."""
+    searched = any(a.startswith(("--config-dir", "-cd", "hydra.searchpath", "--config-path", "-cp"))
+                   for a in argv)
     out = []
     for arg in argv:
         if arg.startswith("task="):
             values = arg[len("task="):].split(",")
+            for v in values if not searched and "(" not in arg else ():  # not a sweep function
+                if not (_is_file(v) or (BUILTIN_DIR / f"{v}.yaml").is_file()):
+                    raise EvolveError(f"unknown task {v!r}: {_known()}")
             if any(_is_file(v) for v in values):
                 arg = "task=" + ",".join(_register(v) if _is_file(v) else v for v in values)
         out.append(arg)
     return out
+
+
+def _known(most: int = 8) -> str:
+    """The tasks there are, for an error line (task files found here by their look alone)."""
+    cwd = Path.cwd()
+    files = [p for p in sorted([*cwd.glob("*.y*ml"), *cwd.glob("*/*.y*ml")])[:1000]
+             if p.suffix in SUFFIXES and _looks_like_a_task(p)]
+    shown = ", ".join(_relative(p) for p in files[:most]) + (", ..." if len(files) > most else "")
+    here = f"; task files here: {shown}" if files else ""
+    builtin = ", ".join(sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml")))
+    return f"built-in tasks: {builtin}{here} (a task file is named by its path: task=path/to/op.yaml)"
 
 
 def _is_file(value: str) -> bool:

@@ -146,3 +146,16 @@ def test_evolve_tasks_lists_the_built_in_and_the_found(elsewhere: Path) -> None:
                and ln.endswith("1 seed") for ln in lines), out.stdout
     assert any("broken" in ln and "PROBLEM" in ln and "gone.cu" in ln for ln in lines), out.stdout
     assert "notes" not in out.stdout
+
+
+def test_an_unknown_task_name_lists_the_tasks_there_are(elsewhere: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    own_task("row_argmax", elsewhere)
+    monkeypatch.chdir(elsewhere)
+    out = cli("task=row_argmax")  # a file here, but named without its path
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip() == (
+        "evolve: unknown task 'row_argmax': built-in tasks: layernorm, reduce_sum, sgemm, softmax, "
+        "transpose, vector_add; task files here: row_argmax/row_argmax.yaml (a task file is named by its "
+        "path: task=path/to/op.yaml)")
+    assert cli("-m", "task=softmax,nope").stderr.startswith("evolve: unknown task 'nope'")

@@ -97,10 +97,6 @@ class Kernel:
         info = json.loads(Path(cu).with_name("best.json").read_text())
         return cls(cu, info["task_config"], info["tunables"])
 
-    @property
-    def arguments(self) -> tuple[Arg, ...]:
-        return self.task.args
-
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Launch on the task's arguments (positionally in its order, or by name; outputs may be
         left out and are then allocated) and any sizes no shape says; returns the outputs and

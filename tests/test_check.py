@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import TASKS, task_config
 from test_cli import cli
 
 from evolve.backends.check import check_task
+from evolve.paths import CONF_DIR
 from evolve.tasks import read_task_file
 
 OWN = Path(__file__).parent / "own_tasks"
@@ -22,7 +24,7 @@ OWN = Path(__file__).parent / "own_tasks"
 
 def config(task: dict, hardware: str = "h200", **backend: object) -> dict:
     hw = {"name": "auto"} if hardware == "auto" else yaml.safe_load(
-        (Path(__file__).parents[1] / "conf" / "hardware" / f"{hardware}.yaml").read_text())
+        (CONF_DIR / "hardware" / f"{hardware}.yaml").read_text())
     return {"task": task, "hardware": hw, "backend": {"name": "check", "jobs": 1, **backend}}
 
 
@@ -145,3 +147,10 @@ def test_a_task_that_does_not_load_is_one_problem(tmp_path: Path) -> None:
         f"problem: task histogram: reference module 'refs' not found (looked in {folder} and the Python "
         "path)",
         "check: task histogram has 1 problem"]
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_every_built_in_task_passes_the_check(name: str) -> None:
+    code, lines = run({**task_config(name), "dir": str(CONF_DIR / "task")}, compile_all_up_to=8,
+                      compile_sample=3)
+    assert code == 0, lines

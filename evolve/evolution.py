@@ -135,7 +135,8 @@ class Proposer:
             return self._write() if not search.seed_ids else None
         islands = pop.nonempty_islands()
         island = islands[index % len(islands)]
-        ops = {k: v for k, v in self.s.rates.items() if k in LLM_OPERATORS and k != "repair" and v > 0}
+        ops = {k: v for k, v in self.s.rates.items()
+               if k in LLM_OPERATORS and k not in ("repair", "write") and v > 0}
         if len(pop.members) < 2:
             ops.pop("crossover", None)
         if not ops:

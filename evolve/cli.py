@@ -52,6 +52,7 @@ from evolve.settings import EvolveConfig, Role
 from evolve.storage import cached_ceilings, open_storage, store_ceilings
 from evolve.sweep import in_sweep, name_job, record_job
 from evolve.task import Task
+from evolve.tasks import command_line_name, list_tasks, register_task_files
 from evolve.validation import validate
 from evolve.variants import VariantStore
 from evolve.verify import Verification, verify
@@ -62,6 +63,12 @@ log = logging.getLogger("evolve")
 def run(cfg: DictConfig) -> float | None:
     """One run: returns the best time in ms (what a Hydra sweeper would minimize)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if cfg.backend.name == "check":  # no GPU, no study: check the task and say what is wrong
+        from evolve.backends.check import check_task
+
+        if check_task(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)):
+            sys.exit(1)
+        return None
     c: EvolveConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     task = validate(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))  # before anything is created
     objective = Objective.from_config(c.objective)
@@ -95,6 +102,9 @@ def run(cfg: DictConfig) -> float | None:
         run_dir = Path(c.run.dir)
         proposer, replay = (None, None) if role == Role.evaluate else _proposer(ledger, c, task, hw, run_dir,
                                                                                  settings.seed)
+        if not task.seed_paths and proposer is None and role != Role.evaluate:
+            raise EvolveError(f"task {task.name} has no seed kernels and no LLM to write the first one: add "
+                              "seeds: [...] to the task, or choose llm=openai, llm=local or llm=mailbox")
         if helpers and proposer is None:  # our evaluators need not wait for children
             proposer_done(study, "no LLM")
         with contextlib.suppress(KeyboardInterrupt):
@@ -134,7 +144,9 @@ def run(cfg: DictConfig) -> float | None:
     else:
         print(f"{task.name}: {summary.line()}")
     if stop == "interrupted":
-        print(f"interrupted: resume with  {resume_command(study.study_name, str(run_dir))}", file=sys.stderr)
+        print(f"interrupted: resume with  "
+              f"{resume_command(study.study_name, str(run_dir), command_line_name(task.config))}",
+              file=sys.stderr)
         sys.exit(130)
     return summary.best_ms if summary else None
 
@@ -201,6 +213,8 @@ def _start_workers(c: EvolveConfig) -> list[subprocess.Popen[bytes]]:
         raise EvolveError("several evaluators need storage=postgres (or storage=journal on one node)")
     overrides = [o for o in HydraConfig.get().overrides.task
                  if not o.startswith(("workers=", "role=", "worker=", "run.name="))]
+    overrides += [f"--config-dir={s.path}" for s in HydraConfig.get().runtime.config_sources
+                  if s.provider == "command-line"]  # where an --config-dir task lives
     procs = []
     for i in range(n):
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)] if gpus else str(i)}
@@ -349,6 +363,12 @@ def main() -> None:
     if sys.argv[1:] == ["--version"]:  # ours, not Hydra's
         print(version_line())
         return
+    if sys.argv[1:2] == ["tasks"]:
+        sys.exit(list_tasks(sys.argv[2:]))
+    try:
+        sys.argv[1:] = register_task_files(sys.argv[1:])
+    except EvolveError as exc:
+        _fail(exc)
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         _app()

@@ -1,9 +1,11 @@
 """Judging outputs against the float64 reference, and admitting only tasks that can judge.
 
-The same code runs on NumPy and CuPy arrays. Outputs are pre-filled before every launch with a
-value the kernel must overwrite: NaN for floating-point outputs, a fresh random value for integer
-ones (compared exactly). A task whose check a trivial kernel could pass (no-op, zeros, a
-constant, a copy of an input) would reward cheating, so it is not admitted.
+The same code runs on NumPy and CuPy arrays, which hold each dtype alike (:mod:`evolve.dtypes`).
+Outputs are pre-filled before every launch with a value the kernel must overwrite: NaN for
+floating-point outputs, a fresh random value for integer ones (compared exactly), a byte that is
+neither 0 nor 1 for bool. An inout argument starts as an input, so only its final values are
+compared. A task whose check a trivial kernel could pass (no-op, zeros, a constant, a copy of an
+input) would reward cheating, so it is not admitted.
 """
 
 from __future__ import annotations
@@ -14,35 +16,35 @@ from typing import Any
 
 import numpy as np
 
+from evolve import dtypes
 from evolve.errors import EvolveError
 from evolve.task import Task, Tolerance
 
 
-def unwritten_fill(dtype: Any, rng: np.random.Generator) -> float | int:
-    """What an output holds before a launch: NaN, or for integers a value drawn from ``rng``
-    (a kernel cannot count on a fixed one happening to be right)."""
-    dt = np.dtype(dtype)
-    if dt.kind == "f":
-        return float("nan")
-    info = np.iinfo(dt)
-    return int(rng.integers(info.min, info.max, endpoint=True))
+def unwritten_fill(dtype: str, rng: np.random.Generator) -> float | int:
+    """What an output holds before a launch, as its storage holds it (see dtypes.unwritten)."""
+    return dtypes.unwritten(dtype, rng)
 
 
-def compare(xp: Any, name: str, out: Any, ref: Any, tol: Tolerance,
-            fill: float | int = math.nan) -> str | None:
-    """None if ``out`` matches ``ref`` within tolerance (integers: exactly), else the reason it
-    does not; ``fill`` is what the output held before the launch."""
+def compare(xp: Any, name: str, out: Any, ref: Any, tol: Tolerance | None,
+            fill: float | int | None = math.nan, dtype: str | None = None) -> str | None:
+    """None if ``out`` matches ``ref`` within tolerance (integers and bool: exactly), else the
+    reason it does not. ``out`` is in the storage of ``dtype`` (default: its own array dtype);
+    ``fill`` is what it held before the launch (None: an inout, which held its input)."""
     if tuple(out.shape) != tuple(ref.shape):
         return f"{name}: shape {tuple(out.shape)} != expected {tuple(ref.shape)}"
-    if out.dtype.kind in "iu":
-        return _compare_exact(xp, name, out.ravel(), ref.ravel(), int(fill))
-    o = out.astype(xp.float64).ravel()
+    d = dtypes.get(dtype) if dtype else dtypes.of_array(out)
+    if d.exact:
+        return _compare_exact(xp, name, out.ravel(), ref.ravel(), d, None if fill is None else int(fill))
+    assert tol is not None
+    o = dtypes.widen(xp, out, d.name).ravel()
     r = ref.ravel()
-    unwritten = xp.isnan(o) & ~xp.isnan(r)
-    n_unwritten = int(unwritten.sum())
-    if n_unwritten:
-        first = int(xp.argmax(unwritten))
-        return f"{name}: {n_unwritten} of {o.size} elements not written (first at index {first})"
+    if fill is not None:
+        unwritten = xp.isnan(o) & ~xp.isnan(r)
+        n_unwritten = int(unwritten.sum())
+        if n_unwritten:
+            first = int(xp.argmax(unwritten))
+            return f"{name}: {n_unwritten} of {o.size} elements not written (first at index {first})"
     err = xp.abs(o - r)
     bound = tol.atol * float(xp.abs(r).max()) + tol.rtol * xp.abs(r)
     bad = ~(err <= bound)  # NaN and inf count as bad
@@ -60,16 +62,18 @@ def compare(xp: Any, name: str, out: Any, ref: Any, tol: Tolerance,
     return None
 
 
-def _compare_exact(xp: Any, name: str, o: Any, ref: Any, fill: int) -> str | None:
+def _compare_exact(xp: Any, name: str, o: Any, ref: Any, d: dtypes.DType, fill: int | None) -> str | None:
+    lo, hi = d.range()
     r = xp.rint(ref)
-    if not bool(xp.isfinite(r).all()) or bool((xp.abs(r) >= 2.0**63).any()):
-        return f"{name}: the reference is not an integer of this dtype"
+    if not bool(xp.isfinite(r).all()) or bool(((r < lo) | (r > hi)).any()):
+        return f"{name}: the reference is not a value of {d.name} (an integer in [{lo}, {hi}])"
     r = r.astype(xp.int64)
     o = o.astype(xp.int64)
-    unwritten = (o == fill) & (r != fill)
-    if n_unwritten := int(unwritten.sum()):
-        first = int(xp.argmax(unwritten))
-        return f"{name}: {n_unwritten} of {o.size} elements not written (first at index {first})"
+    if fill is not None:
+        unwritten = (o == fill) & (r != fill)
+        if n_unwritten := int(unwritten.sum()):
+            first = int(xp.argmax(unwritten))
+            return f"{name}: {n_unwritten} of {o.size} elements not written (first at index {first})"
     bad = o != r
     if n_bad := int(bad.sum()):
         i = int(xp.argmax(bad))
@@ -80,9 +84,12 @@ def _compare_exact(xp: Any, name: str, o: Any, ref: Any, fill: int) -> str | Non
 
 def compare_all(xp: Any, task: Task, outputs: Mapping[str, Any], refs: Mapping[str, Any],
                 fills: Mapping[str, float | int] | None = None) -> str | None:
+    """The first output (or inout) that does not match, or None; ``fills`` holds what each
+    output held before the launch (inouts held their input: no fill)."""
     for arg in task.outputs:
-        fill = (fills or {}).get(arg.name, math.nan)
-        reason = compare(xp, arg.name, outputs[arg.name], refs[arg.name], task.tolerance, fill)
+        fill = None if arg.role == "inout" else (fills or {}).get(arg.name, math.nan)
+        reason = compare(xp, arg.name, outputs[arg.name], refs[arg.name], task.tolerance_for(arg),
+                         fill, arg.dtype)
         if reason:
             return reason
     return None
@@ -91,17 +98,24 @@ def compare_all(xp: Any, task: Task, outputs: Mapping[str, Any], refs: Mapping[s
 def trivial_outputs(task: Task, sizes: Mapping[str, int], inputs: Mapping[str, Any],
                     unrelated: Mapping[str, Any],
                     fills: Mapping[str, float | int]) -> dict[str, dict[str, Any]]:
-    """What kernels that compute nothing would leave in the outputs."""
+    """What kernels that compute nothing would leave in the outputs (in their storage)."""
     cases: dict[str, dict[str, Any]] = {"no-op": {}, "zeros": {}, "constant": {}, "identity": {}}
-    first_input = next(iter(inputs.values())).ravel()
+    first = task.inputs[0]
+    first_input = dtypes.widen(np, inputs[first.name], first.dtype).ravel()
     for arg in task.outputs:
         shape = task.shape(arg, sizes)
-        cases["no-op"][arg.name] = np.full(shape, fills[arg.name], dtype=arg.dtype)
-        cases["zeros"][arg.name] = np.zeros(shape, dtype=arg.dtype)
+        store = dtypes.storage(arg.dtype)
+        n = int(np.prod(shape))
+        if arg.role == "inout":  # a no-op leaves the input where the result should be
+            cases["no-op"][arg.name] = inputs[arg.name].copy()
+        else:
+            cases["no-op"][arg.name] = np.full(shape, fills[arg.name], dtype=store)
+        cases["zeros"][arg.name] = np.zeros(shape, dtype=store)
         # a value that does not depend on this round's inputs: a constant baked into a kernel
-        cases["constant"][arg.name] = np.full(shape, float(np.mean(unrelated[arg.name])), dtype=arg.dtype)
-        ident = np.resize(first_input, int(np.prod(shape))).reshape(shape)
-        cases["identity"][arg.name] = ident.astype(arg.dtype)
+        constant = np.full(n, float(np.mean(unrelated[arg.name])), dtype=np.float32)
+        cases["constant"][arg.name] = dtypes.store(constant, arg.dtype).reshape(shape)
+        ident = np.resize(first_input, n).astype(np.float32)
+        cases["identity"][arg.name] = dtypes.store(ident, arg.dtype).reshape(shape)
     return cases
 
 
@@ -109,7 +123,7 @@ def admit(task: Task, seed: int = 12345) -> None:
     """Refuse a task whose correctness check a trivial kernel passes at every size."""
     uncaught = {"no-op", "zeros", "constant", "identity"}
     rng = np.random.default_rng(seed)
-    fills = {a.name: unwritten_fill(a.dtype, rng) for a in task.outputs}
+    fills = {a.name: unwritten_fill(a.dtype, rng) for a in task.fresh_outputs}
     for i, sizes in enumerate(task.correctness_sizes):
         inputs = task.make_inputs(np, sizes, seed + i)
         refs = task.expected(np, inputs, sizes)

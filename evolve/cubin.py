@@ -114,8 +114,8 @@ def _kernel_params(info: memoryview) -> tuple[list[Param], int]:
     params, total, i = [], 0, 0
     while i + 2 <= len(info):
         fmt, attr = info[i], info[i + 1]
-        if fmt == _EIFMT_NVAL:
-            i += 2
+        if fmt == _EIFMT_NVAL:  # no value, but its record is 4 bytes like the others (sm_80, sm_86)
+            i += 4
         elif fmt in (_EIFMT_BVAL, _EIFMT_HVAL):
             if attr == _EIATTR_CBANK_PARAM_SIZE:
                 total, = struct.unpack_from("<H", info, i + 2)

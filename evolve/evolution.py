@@ -1,4 +1,5 @@
-"""The LLM operators: mutate (whole kernel or SEARCH/REPLACE edits), crossover, repair.
+"""The LLM operators: mutate (whole kernel or SEARCH/REPLACE edits), crossover, repair, and
+write (the first kernel of a task that has no seed).
 
 A proposal reads the population as of a known number of finished trials, asks the LLM, parses
 the answer (an unusable answer goes back to the LLM once with the reason), and commits the child
@@ -96,8 +97,6 @@ class Proposer:
     def plan(self) -> Plan | None:
         """Fix the next proposal from the current population; None if there is nothing to do."""
         ledger, pop = self.ledger, self.ledger.population
-        if not pop.members:
-            return None
         index, seen = self.index, pop.observed
         if self.s.repair and (r := ledger.next_repair()) is not None:
             v = ledger.variants.get(r.vid)
@@ -108,9 +107,12 @@ class Proposer:
             ledger.plan_started()
             return Plan(index, Op.REPAIR, seen, [r.vid], meta.island or 0, messages, v.source,
                         dict(parent_best.best.params) if parent_best else {})
+        if not pop.members:
+            return self._write() if not ledger.seed_ids else None
         islands = pop.nonempty_islands()
         island = islands[index % len(islands)]
-        ops = {k: v for k, v in self.s.operators.items() if k in LLM_OPERATORS and k != Op.REPAIR and v > 0}
+        ops = {k: v for k, v in self.s.operators.items()
+               if k in LLM_OPERATORS and k not in (Op.REPAIR, Op.WRITE) and v > 0}
         if len(pop.members) < 2:
             ops.pop(Op.CROSSOVER, None)
         if not ops:
@@ -133,6 +135,17 @@ class Proposer:
         ledger.plan_started()
         return Plan(index, op, seen, parents, island, messages, ledger.variants.get(a).source,
                     dict(pop.members[a].best.params))
+
+    def _write(self) -> Plan | None:
+        """A task without seeds: the LLM writes a first kernel (while none waits to be measured)."""
+        ledger = self.ledger
+        if ledger.waiting or ledger.inflight >= self.threads:
+            return None
+        index = self.index
+        self.index += 1
+        ledger.plan_started()
+        return Plan(index, Op.WRITE, ledger.population.observed, [], index % self.s.islands,
+                    self.prompts.write(), "", {})
 
     def _view(self, m: Member) -> KernelView:
         a = m.best.user_attrs

@@ -19,11 +19,12 @@ from optuna.trial import FrozenTrial, TrialState
 from evolve.errors import EvolveError
 from evolve.hardware import Hardware
 from evolve.lineage import write_lineage
-from evolve.metrics import compute_bound, headline
+from evolve.metrics import bound, headline, peak_text
 from evolve.objective import Objective
 from evolve.plan import make_plan
 from evolve.record import ORIGIN, Attr, Op, counts_toward_budget, fastest_per_variant, winner
 from evolve.task import Task, size_label
+from evolve.usage import best_py
 from evolve.variants import VariantStore
 from evolve.verify import Verification
 
@@ -35,10 +36,10 @@ class Summary:
     tunables: dict[str, int]
     baseline_ms: float | None
     baseline: str
-    headline: str  # GB/s against the bandwidth ceiling, or TFLOP/s against the fp32 peak (compute-bound)
     roofline_fraction: float
     run_dir: Path
     verified: str  # how the winner was re-measured before export, in words
+    headline: str = ""  # the figure that matters: GB/s or TFLOP/s against its ceiling (metrics.headline)
 
     @property
     def kernel(self) -> str:
@@ -53,12 +54,8 @@ class Summary:
             f" — {self.speedup:.2f}x over the best seed default ({self.baseline}: {self.baseline_ms:.4g} ms)"
             if self.speedup else ""
         )
-        return (
-            f"best {self.best_ms:.4g} ms ({self.kernel}){speed}; "
-            f"{self.headline} ({100 * self.roofline_fraction:.1f}% of the roofline)"
-            f"{' — ABOVE THE CEILING: check the kernel' if self.roofline_fraction > 1.02 else ''}. "
-            f"{self.verified} Results in {self.run_dir}/"
-        )
+        return (f"best {self.best_ms:.4g} ms ({self.kernel}){speed}; "
+                f"{self.headline}. {self.verified} Results in {self.run_dir}/")
 
 
 def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware,
@@ -86,28 +83,28 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
         (run_dir / "report.md").write_text(report)
         best = winner(ok, checks)
         if best is None:
-            for stale in ("best.cu", "best.json"):  # from an earlier export of this run
+            for stale in ("best.cu", "best.json", "best.py"):  # from an earlier export of this run
                 (run_dir / stale).unlink(missing_ok=True)
             return None
         baseline = _baseline(ok)
         variant = variants.get(best.user_attrs[Attr.VARIANT])
         tunables = {k: int(v) for k, v in best.params.items()}
         attrs = best.user_attrs
+        best_ms = best.value if passed is None else passed.time_ms
+        figures = _retimed(attrs, best.value / best_ms)  # the exported time's, not the search's
         summary = Summary(
-            best_ms=best.value, variant=variant.name, tunables=tunables,
+            best_ms=best_ms, variant=variant.name, tunables=tunables,
             baseline_ms=baseline.value if baseline else None,
             baseline=baseline.user_attrs.get(Attr.VARIANT_NAME, "?") if baseline else "",
-            headline=headline(attrs, task, hw), roofline_fraction=attrs.get(Attr.ROOFLINE_FRACTION, 0.0),
+            roofline_fraction=figures.get(Attr.ROOFLINE_FRACTION, 0.0),
             run_dir=run_dir,
-            verified=(
-                f"Re-measured in a fresh worker on held-out sizes: {passed.time_ms:.4g} ms"
-                f"{'' if passed.reproduced else ' — DOES NOT REPRODUCE the search time'}."
-                if passed else "Not re-measured (replay backend)."
-            ),
+            verified=_verified(passed, best.value),
+            headline=headline(task, hw, figures),
         )
         launches = _launches(variant, task, hw, tunables)
-        source = variant.with_defines(tunables)
+        source = variant.with_defines(tunables, task.defines)  # compiles on its own
         (run_dir / "best.cu").write_text(_best_cu(study, task, hw, summary, launches, source))
+        (run_dir / "best.py").write_text(best_py(task, study.study_name, hw.device or hw.name))
         (run_dir / "best.json").write_text(json.dumps({
             "run": study.study_name,
             "task": task.name,
@@ -116,16 +113,20 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
             "objective": {"name": objective.name, "reduce": objective.reduce, "unit": "ms"},
             "variant": {"id": variant.id, "name": variant.name, **variants.meta[variant.id].to_dict()},
             "tunables": tunables,
+            "task_config": dict(task.config),  # what best.py launches by
             "launch": {"spec": variant.spec.raw, "at": launches},
             "measurement": {k: v for k, v in attrs.items() if k not in ORIGIN},
-            "time_ms": best.value,
+            "time_ms": best_ms,
+            "search_ms": best.value,
             "baseline": {
                 "variant": summary.baseline, "time_ms": summary.baseline_ms,
                 "tunables": dict(baseline.params) if baseline else None,
             },
             "speedup": summary.speedup,
             "ceiling": {**hw.measured_ceilings(), "bandwidth_ceiling_bps": hw.bandwidth_ceiling,
-                        "peak_fp32_flops": hw.peak_fp32_flops},
+                        "peak_fp32_flops": hw.peak_fp32_flops, "compute_peak": task.peak,
+                        "compute_peak_flops": 0.0 if task.peak == "memory" else hw.peak(task.peak),
+                        "bound": bound(task, hw)},
             "trials": {"finished": len(done), "complete": len(ok), "failed": dict(failures)},
             "stop_reason": stop_reason,
             "verification": [c.to_dict() for c in checks] if checks else None,
@@ -138,6 +139,26 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
             f"export again later by resuming with run.name={study.study_name} search.n_trials=0"
         ) from None
     return summary
+
+
+def _retimed(attrs: dict[str, Any], factor: float) -> dict[str, Any]:
+    """A trial's roofline figures for a time ``1 / factor`` of the search's."""
+    rates = (Attr.GBPS, Attr.TFLOPS, Attr.BANDWIDTH_FRACTION, "compute_fraction", Attr.ROOFLINE_FRACTION)
+    return {k: v * factor if k in rates and isinstance(v, int | float) else v for k, v in attrs.items()}
+
+
+def _verified(passed: Verification | None, search_ms: float) -> str:
+    """How the exported time was measured, in words: the re-measurement in a fresh worker is
+    the one exported; a search time it does not reproduce is named, not exported."""
+    if passed is None:
+        return "Not re-measured (replay backend): the search's time."
+    assert passed.time_ms is not None
+    if passed.reproduced:
+        return (f"Re-measured in a fresh worker on held-out sizes (the search measured {search_ms:.4g} ms, "
+                "within the IQRs).")
+    return (f"Re-measured in a fresh worker on held-out sizes; the search measured {search_ms:.4g} ms, "
+            f"{100 * (search_ms / passed.time_ms - 1):+.1f}%, more than the IQRs: NOT REPRODUCED, the "
+            "re-measured time is reported.")
 
 
 def _sanitizer_report(sanitized: dict[str, Any] | None) -> str:
@@ -187,7 +208,9 @@ def _best_cu(study: optuna.Study, task: Task, hw: Hardware, s: Summary,
     lines = [
         f"// cuda-evolve: best kernel of run {study.study_name}, task {task.name}, "
         f"on {hw.device or hw.name}.",
-        f"// {s.best_ms:.4g} ms, {s.headline}. Tunables are baked in as #defines below.",
+        f"// {s.best_ms:.4g} ms: {s.headline}.",
+        "// Tunables and the task's defines are baked in as #defines below: it compiles on its own.",
+        "// best.py beside it launches it on CuPy arrays or PyTorch tensors.",
     ]
     for label, calls in launches.items():
         lines.append(f"// Launch at {label}:")
@@ -212,7 +235,7 @@ def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardwar
         f"- Bandwidth ceiling {hw.bandwidth_ceiling / 1e9:.0f} GB/s: the faster of a measured "
         f"device-to-device copy ({(hw.copy_bandwidth_bps or 0) / 1e9:.0f} GB/s) and read-only stream "
         f"({(hw.read_bandwidth_bps or 0) / 1e9:.0f} GB/s); "
-        f"fp32 peak {hw.peak_fp32_flops / 1e12:.1f} TFLOP/s (datasheet).",
+        f"{peak_text(task, hw)}; {bound(task, hw)}-bound at the timing size.",
         f"- Trials: {len(done)} finished, {len(ok)} correct, "
         f"{sum(failures.values())} failed; stopped by: {stop_reason}.",
         "",
@@ -234,18 +257,18 @@ def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardwar
             f"{f'{default / best.value:.2f}x' if best and default else '-'} | "
             f"{_fmt(best.params) if best else '-'} |"
         )
-    flops = compute_bound(task, hw)  # then judged in FLOP/s against the fp32 peak, not in GB/s
-    rate = "TFLOP/s | % of fp32 peak" if flops else "GB/s | % of bandwidth"
+    compute = bound(task, hw) == "compute"  # lead with the figure that matters
+    rate = (("TFLOP/s", "% of peak", "tflops", "compute_fraction") if compute else
+            ("GB/s", "% of bandwidth", "gbps", "bandwidth_fraction"))
     out += ["", "## Fastest trials", "",
-            f"| trial | variant | ms | IQR ms | {rate} | registers | occupancy | tunables |",
+            f"| trial | variant | ms | IQR ms | {rate[0]} | {rate[1]} | registers | occupancy | tunables |",
             "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for t in sorted(ok, key=lambda t: t.value)[:10]:
         a = t.user_attrs
-        rate = (f"{a.get(Attr.TFLOPS, 0):.1f} | {100e12 * a.get(Attr.TFLOPS, 0) / hw.peak_fp32_flops:.1f}"
-                if flops else f"{a.get(Attr.GBPS, 0):.0f} | {100 * a.get(Attr.BANDWIDTH_FRACTION, 0):.1f}")
         out.append(
             f"| {t.number} | {a.get(Attr.VARIANT_NAME)} | {t.value:.4g} | {a.get(Attr.IQR_MS, 0):.2g} | "
-            f"{rate} | {a.get(Attr.REGISTERS, '-')} | {a.get(Attr.OCCUPANCY, '-')} | {_fmt(t.params)} |"
+            f"{a.get(rate[2], 0):.{1 if compute else 0}f} | {100 * a.get(rate[3], 0):.1f} | "
+            f"{a.get(Attr.REGISTERS, '-')} | {a.get(Attr.OCCUPANCY, '-')} | {_fmt(t.params)} |"
         )
     bad = [t for t in done if t.state == TrialState.FAIL][:10]
     if bad:

@@ -21,6 +21,11 @@ from evolve.errors import EvolveError
 from evolve.paths import CONF_DIR
 
 MEASURED = ("copy_bandwidth_bps", "read_bandwidth_bps")
+# The compute peaks a task may name as the one that bounds it (``traffic.peak``), by field:
+# datasheet figures, dense (no structured sparsity), in FLOP/s (int8: operations per second).
+PEAKS = {"fp32": "peak_fp32_flops", "fp64": "peak_fp64_flops", "tf32_tensor": "peak_tf32_tensor_flops",
+         "fp16_tensor": "peak_fp16_tensor_flops", "bf16_tensor": "peak_bf16_tensor_flops",
+         "fp8_tensor": "peak_fp8_tensor_flops", "int8_tensor": "peak_int8_tensor_ops"}
 
 
 @dataclass(frozen=True)
@@ -35,10 +40,21 @@ class Hardware:
     registers_per_sm: int
     l2_bytes: int
     peak_dram_bps: float  # datasheet, bytes/s
-    peak_fp32_flops: float  # datasheet, FLOP/s
+    peak_fp32_flops: float  # datasheet, FLOP/s (FFMA)
     copy_bandwidth_bps: float | None = None  # measured device-to-device copy (read + write)
     read_bandwidth_bps: float | None = None  # measured read-only stream
     device: str = ""  # the device's own name, when read from one
+    # further datasheet peaks (dense), 0 where the datasheet gives none
+    peak_fp64_flops: float = 0.0
+    peak_tf32_tensor_flops: float = 0.0
+    peak_fp16_tensor_flops: float = 0.0
+    peak_bf16_tensor_flops: float = 0.0
+    peak_fp8_tensor_flops: float = 0.0
+    peak_int8_tensor_ops: float = 0.0
+
+    def peak(self, name: str) -> float:
+        """A compute peak by its name in PEAKS (datasheet; 0 when unknown)."""
+        return float(getattr(self, PEAKS[name]) or 0.0)
 
     @property
     def bandwidth_ceiling(self) -> float:
@@ -59,7 +75,9 @@ class Hardware:
             if k not in types:
                 continue
             t = str(types[k])
-            if v is None or t == "str":
+            if v is None and k in PEAKS.values():
+                out[k] = 0.0  # the datasheet gives none
+            elif v is None or t == "str":
                 out[k] = v
             elif t.startswith("int"):
                 out[k] = int(v)
@@ -104,8 +122,8 @@ def from_device(props: Mapping[str, Any]) -> Hardware:
         registers_per_sm=props["registers_per_sm"],
         l2_bytes=props["l2_bytes"],
         peak_dram_bps=base.peak_dram_bps if base else 0.0,
-        peak_fp32_flops=base.peak_fp32_flops if base else 0.0,
         device=props["name"],
+        **{f: getattr(base, f) if base else 0.0 for f in PEAKS.values()},
     )
 
 

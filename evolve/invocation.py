@@ -43,11 +43,13 @@ def keep_invocation(cfg: DictConfig, run_dir: Path) -> None:
     OmegaConf.save(overrides, folder / "overrides.yaml")
 
 
-def resume_command(name: str, run_dir: str) -> str:
+def resume_command(name: str, run_dir: str, task: str) -> str:
     """The command that continues exactly this run: its overrides as given (a password in a URL
-    hidden), with its run name (a sweep's job: its own name and directory)."""
+    hidden), with its task as the user names it (a task file: its path) and its run name (a
+    sweep's job: its own name and directory)."""
     given = {o: o.lstrip("+~").split("=", 1)[0] for o in HydraConfig.get().overrides.task}
-    keep = [o for o, key in given.items() if key not in ("run.name", "run.dir")]
+    keep = [o for o, key in given.items() if key not in ("run.name", "run.dir", "task")]
+    keep.append(f"task={task}")
     keep.append(f"run.name={name}")
     if "run.dir" in given.values():
         keep.append(f"run.dir={run_dir}")

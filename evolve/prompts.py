@@ -7,19 +7,22 @@ their measurements, recent failures, inspirations, and the exact answer format.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
+from evolve import dtypes
 from evolve.compiler import available_includes
 from evolve.errors import EvolveError
 from evolve.hardware import Hardware
 from evolve.llm import Messages
+from evolve.metrics import bound, peak_text
 from evolve.paths import PACKAGE_DIR
-from evolve.task import Task, size_label
+from evolve.task import Arg, Task, size_label
 
-NAMES = ("system", "spec_help", "task", "kernel", "mutate", "crossover", "repair",
+NAMES = ("system", "spec_help", "task", "kernel", "mutate", "crossover", "repair", "write",
          "answer_full", "answer_diff", "retry")
 
 
@@ -60,20 +63,18 @@ class Prompts:
     def _render_task(self) -> str:
         t, hw = self.task, self.hw
         timing = t.timing_sizes[0]
-        args = "; ".join(
-            f"{a.name}: {a.role} {a.dtype}[{', '.join(e.text for e in a.shape)}]" for a in t.args
-        )
+        args = "; ".join(_describe_arg(a) for a in t.args)
         return self.t["task"].substitute(
             task_name=t.name, task_description=t.description, args=args,
             correctness_sizes="; ".join(size_label(s) for s in t.correctness_sizes),
             timing_size=size_label(timing), bytes=t.bytes(timing), flops=t.flops(timing),
-            atol=t.tolerance.atol, rtol=t.tolerance.rtol, l2=t.tolerance.l2,
+            atol=t.tolerance.atol, rtol=t.tolerance.rtol, l2=t.tolerance.l2, tolerance=_tolerances(t),
             defines=", ".join(f"{k}={v}" for k, v in t.defines) or "none",
             device=hw.device or hw.name, arch=hw.arch, sms=hw.sms,
             max_threads_per_block=hw.max_threads_per_block, max_threads_per_sm=hw.max_threads_per_sm,
             registers_per_sm=hw.registers_per_sm, shared_per_block=hw.max_shared_per_block,
             l2_mb=round(hw.l2_bytes / 2**20), ceiling_gbps=round(hw.bandwidth_ceiling / 1e9),
-            fp32_tflops=round(hw.peak_fp32_flops / 1e12, 1),
+            fp32_tflops=round(hw.peak_fp32_flops / 1e12, 1), peak=peak_text(t, hw), bound=bound(t, hw),
             spec_help=self.t["spec_help"].substitute(size_names=", ".join(timing)),
         ).strip()
 
@@ -135,7 +136,35 @@ class Prompts:
         )
         return [self._system(), {"role": "user", "content": user.strip()}]
 
+    def write(self) -> Messages:
+        """The first kernel of a task that has none: the task, its reference's source, the format."""
+        try:
+            reference = inspect.getsource(self.task.reference)
+        except (OSError, TypeError):
+            reference = f"# the source of {self.task.config.get('reference')} is not available\n"
+        user = self.t["write"].substitute(task=self._task_block, reference=reference,
+                                          answer_format=self.answer_format(False))
+        return [self._system(), {"role": "user", "content": user.strip()}]
+
     def retry(self, messages: Messages, answer: str, reason: str) -> Messages:
         """The same conversation, with the unusable answer and why it could not be used."""
         return [*messages, {"role": "assistant", "content": answer},
                 {"role": "user", "content": self.t["retry"].substitute(reason=reason).strip()}]
+
+
+def _describe_arg(a: Arg) -> str:
+    """An argument as a kernel sees it: role, dtype, shape and the C pointer it is passed as."""
+    ctype = dtypes.get(a.dtype).ctype
+    pointer = {"input": f"const {ctype}*", "output": f"{ctype}*",
+               "inout": f"{ctype}*, read and updated in place"}[a.role]
+    return f"{a.name}: {a.role} {a.dtype}[{', '.join(e.text for e in a.shape)}] ({pointer})"
+
+
+def _tolerances(t: Task) -> str:
+    parts = []
+    for a in t.outputs:
+        tol = t.tolerance_for(a)
+        parts.append(f"{a.name}: exact" if tol is None else
+                     f"{a.name}: |out - ref| <= {tol.atol:.3g} * max|ref| + {tol.rtol:.3g} * |ref| for every "
+                     f"element, and relative L2 error <= {tol.l2:.3g}")
+    return "; ".join(parts)

@@ -81,9 +81,10 @@ class Op:
     MUTATE_DIFF = "mutate_diff"
     CROSSOVER = "crossover"
     REPAIR = "repair"
+    WRITE = "write"  # the first kernel of a task without seeds
 
 
-LLM_OPERATORS = (Op.MUTATE, Op.MUTATE_DIFF, Op.CROSSOVER, Op.REPAIR)
+LLM_OPERATORS = (Op.MUTATE, Op.MUTATE_DIFF, Op.CROSSOVER, Op.REPAIR, Op.WRITE)
 REPAIRABLE = (Status.COMPILE_ERROR.value, Status.LAUNCH_ERROR.value, Status.WRONG.value,
               Status.REJECTED.value)  # what an LLM repair may fix
 

@@ -28,12 +28,13 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
+from evolve.dtypes import ITEMSIZE
 from evolve.errors import SpecError
 from evolve.expr import Expr
 
@@ -48,7 +49,7 @@ MAX_YAML_DEPTH = 16  # nested mappings and lists in a spec (its schema needs fou
 # Enumerating the space evaluates every restriction at every configuration: the search process
 # bounds that work (configurations x restriction terms), not only the number of configurations.
 MAX_ENUMERATION = 2_000_000
-DTYPES = {"float32": 4, "float64": 8, "float16": 2, "int32": 4, "int64": 8, "uint32": 4}
+DTYPES = ITEMSIZE  # bytes per element of each dtype a scratch buffer (or task argument) may have
 
 # An unterminated comment runs to the end: one scan, however many openers there are.
 _HEADER = re.compile(r"/\*@evolve\b(.*?)(\*/|\Z)", re.S)
@@ -141,9 +142,11 @@ class Variant:
         ).hexdigest()[:12]
         return cls(source=source, spec=spec, id=digest, name=name or digest)
 
-    def with_defines(self, tunables: Mapping[str, int]) -> str:
-        """The source with its tunables baked in, compilable without -D flags."""
-        lines = [f"#define {k} {v}" for k, v in sorted(tunables.items())]
+    def with_defines(self, tunables: Mapping[str, int],
+                     defines: Iterable[tuple[str, str]] = ()) -> str:
+        """The source with its tunables (and the task's defines) baked in, compilable without -D
+        flags."""
+        lines = [f"#define {k} {v}" for k, v in [*sorted(tunables.items()), *defines]]
         return "\n".join([*lines, self.source])
 
 
@@ -308,7 +311,7 @@ def _scratch(name: Any, s: Any) -> Scratch:
     _only_keys(s, {"dtype", "size", "zero"}, f"scratch {name}")
     dtype = s.get("dtype", "float32")
     if dtype not in DTYPES:
-        raise SpecError(f"scratch {name}: dtype must be one of {sorted(DTYPES)}")
+        raise SpecError(f"scratch {name}: dtype must be one of {', '.join(DTYPES)}")
     if "size" not in s:
         raise SpecError(f"scratch {name}: 'size' (elements) is required")
     zero = s.get("zero", False)

@@ -24,8 +24,9 @@ from evolve.samplers import make_sampler
 from evolve.settings import LLMSettings, Role
 from evolve.spec import Variant, iter_names
 from evolve.task import Task, load_task
+from evolve.tasks import with_task_dir
 
-BACKENDS = ("cupy", "replay")
+BACKENDS = ("cupy", "replay", "check")
 STORAGE_KINDS = ("rdb", "journal")
 LLMS = ("auto", "openai", "local", "mailbox", "replay", "none")
 ROLES = tuple(r.value for r in Role)
@@ -56,7 +57,7 @@ def validate(c: Mapping[str, Any]) -> Task:
     if role != "evaluate":
         _llm(c, role)
         _evolution(c)
-    task = load_task(c["task"])
+    task = load_task(with_task_dir(c["task"]))
     admit(task)
     for path in task.seed_paths:
         _seed(path, task)

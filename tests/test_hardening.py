@@ -55,6 +55,19 @@ extern "C" __global__ void k(const float* a, const float* b, float* c, Big big, 
     assert info.undefined == {"__assertfail"}  # assert is allowed: it only ends the launch
 
 
+@pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"])
+def test_the_cubin_of_every_architecture_is_read(arch: str) -> None:
+    """sm_80 and sm_86 modules hold value-less kernel info records (4 bytes each), which the reader
+    once took for 2-byte ones: every candidate on an A100 was refused as unreadable."""
+    cubin = compile_cuda(SPEC + """
+extern "C" __global__ void k(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * 256 + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+""", {}, arch, cache=False).cubin
+    assert [(p.offset, p.size) for p in inspect(cubin).params["k"]] == [(0, 8), (8, 8), (16, 8), (24, 4)]
+
+
 def test_a_huge_device_array_is_counted_though_its_section_says_zero() -> None:
     with pytest.raises(SourceRejected, match="107374182400 bytes of __device__ memory"):
         compiled("""

@@ -49,4 +49,6 @@ def create_backend(cfg: Mapping[str, Any]) -> Backend:
         from evolve.backends.replay import ReplayBackend
 
         return ReplayBackend(cfg)
-    raise EvolveError(f"unknown backend {name!r}: use backend=cupy or backend=replay")
+    if name == "check":
+        raise EvolveError("backend=check measures nothing: it checks a task (evolve task=... backend=check)")
+    raise EvolveError(f"unknown backend {name!r}: use backend=cupy, backend=replay or backend=check")

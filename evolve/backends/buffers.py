@@ -14,6 +14,7 @@ from typing import Any
 import cupy as cp
 import numpy as np
 
+from evolve import dtypes
 from evolve.correctness import unwritten_fill
 from evolve.plan import Plan
 from evolve.task import Task
@@ -25,12 +26,12 @@ _GUARD_BITS = {1: 0xA5, 2: 0x7EA5, 4: 0x7FA5A5A5, 8: 0x7FF4A5A5A5A5A5A5}
 class Guarded:
     """A device buffer with guard zones before and after it, to catch out-of-bounds accesses."""
 
-    def __init__(self, shape: tuple[int, ...], dtype: Any):
+    def __init__(self, shape: tuple[int, ...], dtype: str):
         n = int(np.prod(shape))
-        itemsize = np.dtype(dtype).itemsize
-        self.n, self.bits = n, cp.dtype(f"uint{8 * itemsize}")
-        self.pattern = _GUARD_BITS[itemsize]
-        self.base = cp.empty(n + 2 * GUARD, dtype=dtype)
+        store = dtypes.storage(dtype)  # bfloat16 and fp8 as raw bits, bool as bytes
+        self.n, self.bits = n, cp.dtype(f"uint{8 * store.itemsize}")
+        self.pattern = _GUARD_BITS[store.itemsize]
+        self.base = cp.empty(n + 2 * GUARD, dtype=store)
         self.base.view(self.bits).fill(self.pattern)
         self.array = self.base[GUARD:GUARD + n].reshape(shape)
 
@@ -52,17 +53,18 @@ def plain_scratch(plan: Plan) -> dict[str, Any]:
     """Scratch without guards, for trusted kernels timed beside other implementations."""
     out = {}
     for s in plan.scratch:
-        out[s.name] = cp.empty(s.count, dtype=s.dtype)
+        out[s.name] = cp.empty(s.count, dtype=dtypes.storage(s.dtype))
         out[s.name].view(cp.uint8).fill(0xFF)
     return out
 
 
 def poison(task: Task, plan: Plan, buffers: Mapping[str, Any],
            rng: np.random.Generator) -> dict[str, float | int]:
-    """Before a launch: outputs hold a value the kernel must overwrite, scratch that the spec
-    does not zero holds garbage. Returns each output's fill, for the comparison."""
+    """Before a launch: outputs hold a value the kernel must overwrite (inouts hold their input),
+    scratch that the spec does not zero holds garbage. Returns each output's fill, for the
+    comparison."""
     fills = {}
-    for a in task.outputs:
+    for a in task.fresh_outputs:
         fills[a.name] = unwritten_fill(a.dtype, rng)
         buffers[a.name].fill(fills[a.name])
     for s in plan.scratch:

@@ -37,7 +37,7 @@ def check(loaded: Loaded, task: Task, plans: Mapping[str, Plan], rounds: int,
                 where = f"at {label}, round {rnd + 1}" + (", repeated launch" if repeat else "")
                 io = {**buffers.guarded_io(task, sizes), **buffers.guarded_scratch(plan)}
                 bufs = buffers.views(io)
-                task.fill_inputs(cp, bufs, round_seed)
+                task.fill_inputs(cp, bufs, round_seed, sizes)
                 fills = buffers.poison(task, plan, bufs, rng)
                 loaded.run(plan, bufs)
                 synchronize(f"while running {where}")
@@ -47,11 +47,13 @@ def check(loaded: Loaded, task: Task, plans: Mapping[str, Plan], rounds: int,
 def verify(task: Task, sizes: Mapping[str, int], bufs: Mapping[str, cp.ndarray],
            io: Mapping[str, buffers.Guarded], fills: Mapping[str, float | int], input_seed: int,
            where: str) -> None:
-    """After a launch: guards intact, inputs as made from ``input_seed``, outputs right."""
+    """After a launch: guards intact, inputs as made from ``input_seed``, outputs (and inouts,
+    from their input) right."""
     if overrun := buffers.first_overrun(io):
         raise Fail(Status.WRONG, f"wrote out of bounds of {overrun} {where}")
     pristine = task.make_inputs(cp, sizes, input_seed)
-    for name, made in pristine.items():
+    for arg in task.read_only:
+        name, made = arg.name, pristine[arg.name]
         bits = cp.dtype(f"uint{8 * made.dtype.itemsize}")
         if not bool(cp.array_equal(bufs[name].view(bits), made.view(bits))):
             raise Fail(Status.WRONG, f"input {name} was modified {where}")

@@ -31,35 +31,46 @@ class Loaded:
 
     def __init__(self, cubin: bytes, plans: Mapping[str, Plan], hw: Hardware):
         try:
-            info = inspect(cubin)
+            self.info = inspect(cubin)
         except CubinError as exc:
             raise Fail(Status.REJECTED, f"the compiled module cannot be checked: {exc}") from None
         for plan in plans.values():
-            if reason := param_mismatch(plan, info):
+            if reason := param_mismatch(plan, self.info):
                 raise Fail(Status.REJECTED, reason)
         self.module = cp.cuda.function.Module()
         try:
             self.module.load(cubin)
         except CUDA_ERRORS as exc:
             raise Fail(Status.COMPILE_ERROR, f"cannot load module: {exc}") from None
+        self.hw = hw
         self.functions: dict[str, Any] = {}
-        need: dict[str, int] = {}
+        self._dynamic: dict[str, int] = {}  # dynamic shared memory each kernel is allowed
         for plan in plans.values():
-            for call in plan.calls:
-                need[call.kernel] = max(need.get(call.kernel, 0), call.shared)
-        for name, dynamic in need.items():
-            try:
-                fn = self.functions[name] = self.module.get_function(name)
-            except CUDA_ERRORS:
-                raise Fail(Status.COMPILE_ERROR,
-                           f"kernel {name!r} not found: declare it extern \"C\" __global__") from None
-            if name not in info.params:  # found by the driver, not in the cubin: unchecked
-                raise Fail(Status.REJECTED, f"the parameters of kernel {name!r} cannot be checked")
+            self.add(plan)
+
+    def add(self, plan: Plan) -> None:
+        """Make a plan launchable: its kernels found and checked, their dynamic shared memory
+        allowed (a plan for sizes not known when the module was loaded, too)."""
+        if reason := param_mismatch(plan, self.info):
+            raise Fail(Status.REJECTED, reason)
+        for call in plan.calls:
+            name, dynamic = call.kernel, call.shared
+            fn = self.functions.get(name)
+            if fn is None:
+                try:
+                    fn = self.functions[name] = self.module.get_function(name)
+                except CUDA_ERRORS:
+                    raise Fail(Status.COMPILE_ERROR,
+                               f"kernel {name!r} not found: declare it extern \"C\" __global__") from None
+                if name not in self.info.params:  # found by the driver, not in the cubin: unchecked
+                    raise Fail(Status.REJECTED, f"the parameters of kernel {name!r} cannot be checked")
+            if dynamic <= self._dynamic.get(name, -1):
+                continue
             static = driver.funcGetAttribute(driver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn.ptr)
-            if static + dynamic > hw.max_shared_per_block:
+            if static + dynamic > self.hw.max_shared_per_block:
                 raise Fail(Status.LAUNCH_ERROR,
                            f"{name}: {static} bytes of static and {dynamic} of dynamic shared memory "
-                           f"exceed the {hw.max_shared_per_block} bytes a block may use")
+                           f"exceed the {self.hw.max_shared_per_block} bytes a block may use")
             if dynamic > DEFAULT_DYNAMIC_SHARED:
                 try:
                     driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -67,6 +78,7 @@ class Loaded:
                 except CUDA_ERRORS as exc:
                     raise Fail(Status.LAUNCH_ERROR, f"{name}: {dynamic} bytes of dynamic shared memory "
                                                     f"refused by the driver ({exc})") from None
+            self._dynamic[name] = dynamic
 
     def run(self, plan: Plan, buffers: Mapping[str, Any]) -> None:
         """Enqueue one call of the candidate: zero the scratch the spec zeroes, then each launch."""

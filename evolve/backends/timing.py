@@ -70,7 +70,7 @@ def time_at(loaded: Loaded, task: Task, plan: Plan, sizes: Mapping[str, int], s:
         nonlocal calls
         calls += 1
         input_seed = seed(label, calls)
-        task.fill_inputs(cp, bufs, input_seed)
+        task.fill_inputs(cp, bufs, input_seed, sizes)
         fills = buffers.poison(task, plan, bufs, rng)
         flush()  # last: nothing touches the candidate's memory between the flush and the launch
         events = cp.cuda.Event(), cp.cuda.Event()

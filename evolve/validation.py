@@ -41,9 +41,9 @@ def validate(c: Mapping[str, Any]) -> Task:
     used += ["llm", "evolution"] if role != "evaluate" else []
     for section in used:
         _required(c[section], section)
-    workers = _get(c, "workers")
-    if workers != "auto":
-        _int(c, "workers", minimum=1, hint="or auto")
+    workers = str(_get(c, "workers"))
+    if workers != "auto" and not (workers.isdigit() and int(workers) >= 1):
+        raise EvolveError(f"workers must be a number or auto (at least 1), got {workers!r}")
     _int(c, "worker", minimum=0)
     if not str(_get(c, "run.name") or "").strip():
         raise EvolveError("run.name must not be empty")

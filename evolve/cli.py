@@ -21,7 +21,6 @@ from typing import Any, NoReturn
 
 import hydra
 import optuna
-from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
@@ -56,6 +55,7 @@ from evolve.tasks import command_line_name, list_tasks, register_task_files
 from evolve.validation import validate
 from evolve.variants import VariantStore
 from evolve.verify import Verification, verify
+from evolve.workers import nvidia_smi_gpus, start_workers, wait_for
 
 log = logging.getLogger("evolve")
 
@@ -77,7 +77,7 @@ def run(cfg: DictConfig) -> float | None:
         settings = dataclasses.replace(settings, seed=settings.seed + c.worker)
     target = None if c.hardware["name"] == "auto" else named(c.hardware)
     role = c.role
-    helpers = _start_workers(c) if role == Role.all else []
+    helpers = start_workers(c) if role == Role.all else []
     if helpers:  # the evaluators are the helper processes: this one proposes, waits and exports
         role = Role.propose
     _spawn_as_python_does()
@@ -119,7 +119,7 @@ def run(cfg: DictConfig) -> float | None:
                 stop = Search(study, variants, backend, task, objective, hw, settings, callbacks,
                               ledger=ledger, schedule=schedule, peers=peers).run()
             if helpers:
-                stop = _wait(helpers)
+                stop = wait_for(helpers)
         checks = None
         if role == Role.all or helpers:
             checks = _verify(c, backend, stop, task, hw, objective, variants, study)
@@ -177,7 +177,7 @@ def _start(backend: Backend, task: Task, target: Hardware | None, c: EvolveConfi
     try:
         return backend.start(task, target)
     except EvolveError as exc:
-        if c.backend["name"] != "cupy" or _nvidia_smi_gpus():
+        if c.backend["name"] != "cupy" or nvidia_smi_gpus():
             raise
         raise EvolveError(
             f"no NVIDIA GPU or driver found on this machine (nvidia-smi lists none). Without a GPU, replay "
@@ -195,58 +195,6 @@ def _verify(c: EvolveConfig, backend: Backend | None, stop: str, task: Task, hw:
         backend.close()  # one GPU, one worker at a time
     fresh = create_backend({**c.backend, "device": 0})
     return verify(fresh, task, hw, objective, variants, record.ranked(study.get_trials(deepcopy=False)))
-
-
-def _start_workers(c: EvolveConfig) -> list[subprocess.Popen[bytes]]:
-    """``workers=N|auto``: one ``role=evaluate`` process per GPU of this node, each pinned with
-    CUDA_VISIBLE_DEVICES, all on this run's study. Optuna's storage is the only link."""
-    if c.workers == "1":
-        return []
-    if c.workers != "auto" and not c.workers.isdigit():
-        raise EvolveError(f"workers must be a number or auto, got {c.workers!r}")
-    gpus = _visible_gpus()
-    n = len(gpus) if c.workers == "auto" else int(c.workers)
-    if n < 1:
-        raise EvolveError("workers=auto found no GPU (nvidia-smi lists none)" if c.workers == "auto"
-                          else "workers must be at least 1")
-    if c.storage.kind == "rdb" and str(c.storage.url or "").startswith("sqlite"):
-        raise EvolveError("several evaluators need storage=postgres (or storage=journal on one node)")
-    overrides = [o for o in HydraConfig.get().overrides.task
-                 if not o.startswith(("workers=", "role=", "worker=", "run.name="))]
-    overrides += [f"--config-dir={s.path}" for s in HydraConfig.get().runtime.config_sources
-                  if s.provider == "command-line"]  # where an --config-dir task lives
-    procs = []
-    for i in range(n):
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)] if gpus else str(i)}
-        pin = ["backend.device=0"] if "device" in c.backend else []  # the one GPU it sees
-        cmd = [sys.executable, "-m", "evolve", *overrides, "role=evaluate", "workers=1", f"worker={i}",
-               *pin, f"run.name={c.run.name}", "search.progress=false"]
-        procs.append(subprocess.Popen(cmd, env=env))
-    log.info("started %d evaluator process(es) on GPU(s) %s", n, ", ".join(gpus) or "0..")
-    return procs
-
-
-def _visible_gpus() -> list[str]:
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return [g for g in visible.split(",") if g.strip()]
-    return [str(i) for i in range(len(_nvidia_smi_gpus()))]
-
-
-def _nvidia_smi_gpus() -> list[str]:
-    """The GPUs the NVIDIA driver lists (none without a driver), read without touching CUDA."""
-    try:
-        out = subprocess.run(["nvidia-smi", "--list-gpus"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line for line in out.stdout.splitlines() if line.startswith("GPU ")]
-
-
-def _wait(procs: list[subprocess.Popen[bytes]]) -> str:
-    codes = [p.wait() for p in procs]
-    if any(codes):
-        raise EvolveError(f"evaluator process(es) failed with exit codes {codes}")
-    return "budget"
 
 
 def _stored_hardware(storage: optuna.storages.BaseStorage, name: str,

@@ -48,8 +48,10 @@ def resume_command(name: str, run_dir: str, task: str) -> str:
     hidden), with its task as the user names it (a task file: its path) and its run name (a
     sweep's job: its own name and directory)."""
     given = {o: o.lstrip("+~").split("=", 1)[0] for o in HydraConfig.get().overrides.task}
-    keep = [o for o, key in given.items() if key not in ("run.name", "run.dir", "task")]
-    keep.append(f"task={task}")
+    keep = [f"task={task}" if key == "task" else o for o, key in given.items()
+            if key not in ("run.name", "run.dir")]
+    if "task" not in given.values():
+        keep.insert(0, f"task={task}")
     keep.append(f"run.name={name}")
     if "run.dir" in given.values():
         keep.append(f"run.dir={run_dir}")

@@ -120,6 +120,11 @@ def _llm(c: Mapping[str, Any], role: str) -> None:
     _int(c, "llm.concurrency", minimum=1)
     _number(c, "llm.timeout_s", above=0)
     _int(c, "llm.max_retries", minimum=0)
+    if _get(c, "llm.name") == "local":  # a server of the user's: nothing to default to
+        for key, example in (("model", "llm.model=<name the server serves>"),
+                             ("base_url", "llm.base_url=http://host:8000/v1")):
+            if not _get(c, f"llm.{key}"):
+                raise EvolveError(f"llm.{key} must be given for llm=local, e.g. {example}")
     llm, _ = create_llm(LLMSettings(**c["llm"]))  # the model, the key in the environment, the recording
     if llm is None and role == "propose":
         raise EvolveError(f"role=propose needs an LLM, and llm={c['llm']['name']} gives none: "

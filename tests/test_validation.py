@@ -49,17 +49,11 @@ def test_a_seed_naming_what_the_task_does_not_have_is_refused(tmp_path: Path) ->
 
 @pytest.mark.parametrize(("overrides", "needle"), [
     (["search.n_trials=-5"], "search.n_trials must be an integer >= 0, got -5"),
-    (["search.n_trials=abc"], "search.n_trials must be an integer >= 0, got 'abc'"),
-    (["search.n_trials=true"], "search.n_trials must be an integer"),
-    (["search.timeout=abc"], "search.timeout must be a number > 0"),
     (["search.timeout=0"], "search.timeout must be a number > 0"),
-    (["search.seed=x"], "search.seed must be an integer"),
     (["search.sampler=foo"], "unknown search.sampler 'foo'"),
-    (["search.progress=maybe"], "search.progress must be true or false"),
     (["search.explore=-1"], "search.explore must be a number >= 0"),
     (["search.heartbeat_s=60", "search.stale_after_s=30"], "must be longer than search.heartbeat_s"),
-    (["workers=0"], "workers must be an integer >= 1 (or auto)"),
-    (["role=boss"], "role must be one of all, propose, evaluate"),
+    (["workers=0"], "workers must be a number or auto (at least 1)"),
     (["role=propose"], "role=propose needs an LLM"),
     (["hardware=auto"], "backend=replay needs a named hardware target"),
     (["backend=cupy", "backend.timeout_s=-1"], "backend.timeout_s must be a number > 0"),
@@ -73,12 +67,13 @@ def test_a_seed_naming_what_the_task_does_not_have_is_refused(tmp_path: Path) ->
      "at least one rate must be above 0"),
     (["+evolution.prompts.bogus=x.md"], "evolution.prompts.bogus: no such template"),
     (["objective.reduce=mean"], "objective.reduce must be one of"),
-    (["llm=local"], "llm.model must be given, e.g. llm.model=..."),
-    (["llm=local", "llm.model=m"], "llm.base_url must be given"),
-    (["llm=replay"], "llm.recording must be given"),
-    (["task.seeds=[]"], "needs at least one seed kernel"),
+    (["llm=local"], "llm.model must be given for llm=local"),
+    (["llm=local", "llm.model=m"], "llm.base_url must be given for llm=local"),
+    (["llm=replay"], "llm=replay needs llm.recording"),
 ])
 def test_every_mistake_is_one_line_naming_the_key(overrides: list[str], needle: str) -> None:
+    """Values of the wrong type (search.n_trials=abc, role=boss) are refused earlier, when the
+    settings' schema composes them (test_settings, and test_cli for the one line)."""
     with pytest.raises(EvolveError) as exc:
         validate(config(*overrides))
     assert needle in str(exc.value) and "\n" not in str(exc.value)
@@ -120,7 +115,7 @@ def test_a_refused_run_creates_no_storage_and_no_study(in_tmp: Path, args: tuple
 @pytest.mark.parametrize(("spec", "where", "problem"), [
     ("kernels:\n  - name: k\n    grid: [1\n    block: 32\n", ":6:10:", "expected ',' or ']'"),
     ("kernels: [{name: k, grid: 1, block: 32, args: []}]\ntunables:\n\tB: {values: [1], default: 1}\n",
-     ":5:1:", "found character '\\t'"),
+     ":5:1:", "found character that cannot start any token"),
 ])
 def test_a_yaml_mistake_in_a_seed_is_shown_at_its_line_and_column(tmp_path: Path, spec: str, where: str,
                                                                    problem: str) -> None:

@@ -47,7 +47,7 @@ from evolve.record import Attr, StudyAttr
 from evolve.recording import RecordingWriter
 from evolve.search import Search
 from evolve.settings import EvolveConfig, Role
-from evolve.storage import cached_ceilings, open_storage, store_ceilings
+from evolve.storage import cached_ceilings, close_storage, open_storage, store_ceilings
 from evolve.task import Task, load_task
 from evolve.variants import VariantStore
 from evolve.verify import Verification, verify
@@ -122,6 +122,7 @@ def run(cfg: DictConfig) -> float | None:
         for p in helpers:
             if p.poll() is None:
                 p.terminate()
+        close_storage(storage)
     if summary is None:
         print(f"{task.name}: no correct candidate yet; see {run_dir}/report.md", file=sys.stderr)
     else:

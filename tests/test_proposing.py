@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import task, variant_store
+from optuna.trial import TrialState
 
 from evolve.ledger import Ledger
 from evolve.proposing import Action, RemoteLLM, Tuning, proposer_done
@@ -49,17 +50,57 @@ def test_an_evaluator_waits_while_others_measure_the_rest_of_the_budget(store: V
     assert Tuning().next(led) == Action.EVALUATE
 
 
-def beat(store: VariantStore, state: str, age_s: float) -> None:
+def beat(store: VariantStore, state: str, age_s: float = 0.0) -> None:
     store.study.set_user_attr(StudyAttr.PROPOSER, {"state": state, "heartbeat": time.time() - age_s})
 
 
-def test_a_proposer_process_counts_while_its_heartbeat_is_recent(store: VariantStore) -> None:
-    remote = RemoteLLM(store.study, EvolutionSettings(idle_wait_s=30))
+def idle_ledger(store: VariantStore, idle_s: float) -> Ledger:
+    led = Ledger(store.study, store, SearchSettings(n_trials=100, seed=0), EvolutionSettings())
+    led.last_work = time.monotonic() - idle_s
+    return led
+
+
+@pytest.mark.parametrize("age_s", [0.0, 3600.0, -3600.0])
+def test_a_proposer_process_counts_while_its_heartbeat_changes(store: VariantStore, age_s: float) -> None:
+    """Whatever time its heartbeat holds (written by another machine's clock): it is alive while the
+    heartbeat changes, and taken for dead once it has not for ``proposer_stale_after_s``."""
+    remote = RemoteLLM(store.study, EvolutionSettings(idle_wait_s=30, proposer_stale_after_s=0.2))
     assert not remote.active() and remote.may_bring(idle_s=10) and not remote.may_bring(idle_s=31)
-    beat(store, "running", age_s=10)
-    assert remote.active() and remote.while_working() == Action.WAIT and not remote.quiet()
-    beat(store, "running", age_s=61)
-    assert not remote.active(), "silent for longer than evolution.proposer_stale_after_s (60)"
-    assert RemoteLLM(store.study, EvolutionSettings(proposer_stale_after_s=120)).active()
+    beat(store, "running", age_s)
+    assert remote.active() and not remote.quiet()
+    assert remote.while_working(idle_ledger(store, idle_s=60)) == Action.WAIT, "for its child"
+    time.sleep(0.15)
+    beat(store, "running", age_s - 0.15)
+    assert remote.active(), "it beat: seen alive from now on"
+    time.sleep(0.15)
+    assert remote.active(), "0.15 s since it last beat"
+    time.sleep(0.1)
+    assert not remote.active(), "silent for longer than evolution.proposer_stale_after_s"
     proposer_done(store.study, "LLM budget spent")
     assert not remote.active() and not remote.may_bring(idle_s=0), "done: nothing to wait for"
+
+
+def test_an_evaluator_in_rounds_measures_what_it_earned_then_leaves(store: VariantStore) -> None:
+    """Away (or, in rounds, not come yet): what is queued and the tuning it earned, then, with
+    nothing new for ``idle_wait_s``, leave instead of tuning the rest of the budget away."""
+    seeds = task("softmax").seeds()[:1]
+    for rounds, state in ((2, None), (0, "away"), (2, "running")):
+        if state is not None:
+            beat(store, state, age_s=3600)  # a proposer that left (or was killed) on another machine
+        remote = RemoteLLM(store.study, EvolutionSettings(idle_wait_s=30, children_per_round=rounds,
+                                                          tune_per_child=2, proposer_stale_after_s=0))
+        led = Ledger(store.study, store, SearchSettings(n_trials=100, seed=0), EvolutionSettings(tune_per_child=2))
+        led.add_seeds(seeds)
+        assert remote.active() and remote.next(led) == Action.EVALUATE, "the seed"
+        led.credits = 2
+        assert remote.next(led) == Action.EVALUATE and remote.next(led) == Action.EVALUATE
+        led.credits, led.waiting = 0, 0
+        assert remote.next(led) == Action.WAIT, "nothing more earned: wait for something new"
+        led.last_work -= 31
+        assert remote.next(led) == Action.IDLE
+        for t in store.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            store.study.tell(store.study.ask(), state=TrialState.FAIL)  # empty the queue for the next case
+        store.study.set_user_attr(StudyAttr.PROPOSER, None)
+    remote = RemoteLLM(store.study, EvolutionSettings(idle_wait_s=30, children_per_round=2))
+    proposer_done(store.study, "LLM budget spent")
+    assert not remote.active(), "done: the rest of the budget is tuned"

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from conftest import task, variant_store
-from optuna.trial import TrialState
 
 from evolve.ledger import Ledger
 from evolve.proposing import Action, RemoteLLM, Tuning, proposer_done
@@ -80,27 +79,26 @@ def test_a_proposer_process_counts_while_its_heartbeat_changes(store: VariantSto
     assert not remote.active() and not remote.may_bring(idle_s=0), "done: nothing to wait for"
 
 
-def test_an_evaluator_in_rounds_measures_what_it_earned_then_leaves(store: VariantStore) -> None:
-    """Away (or, in rounds, not come yet): what is queued and the tuning it earned, then, with
-    nothing new for ``idle_wait_s``, leave instead of tuning the rest of the budget away."""
-    seeds = task("softmax").seeds()[:1]
-    for rounds, state in ((2, None), (0, "away"), (2, "running")):
-        if state is not None:
-            beat(store, state, age_s=3600)  # a proposer that left (or was killed) on another machine
-        remote = RemoteLLM(store.study, EvolutionSettings(idle_wait_s=30, children_per_round=rounds,
-                                                          tune_per_child=2, proposer_stale_after_s=0))
-        led = Ledger(store.study, store, SearchSettings(n_trials=100, seed=0), EvolutionSettings(tune_per_child=2))
-        led.add_seeds(seeds)
-        assert remote.active() and remote.next(led) == Action.EVALUATE, "the seed"
-        led.credits = 2
-        assert remote.next(led) == Action.EVALUATE and remote.next(led) == Action.EVALUATE
-        led.credits, led.waiting = 0, 0
-        assert remote.next(led) == Action.WAIT, "nothing more earned: wait for something new"
-        led.last_work -= 31
-        assert remote.next(led) == Action.IDLE
-        for t in store.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-            store.study.tell(store.study.ask(), state=TrialState.FAIL)  # empty the queue for the next case
-        store.study.set_user_attr(StudyAttr.PROPOSER, None)
-    remote = RemoteLLM(store.study, EvolutionSettings(idle_wait_s=30, children_per_round=2))
+
+@pytest.mark.parametrize(("rounds", "state"), [(2, None), (0, "away"), (2, "running")])
+def test_an_evaluator_in_rounds_measures_what_it_earned_then_leaves(
+        store: VariantStore, rounds: int, state: str | None) -> None:
+    """Away, or in rounds not come yet or fallen silent: what is queued and the tuning it earned,
+    then, with nothing new for ``idle_wait_s``, leave instead of tuning the rest of the budget."""
+    if state is not None:
+        beat(store, state, age_s=3600)  # a proposer that left (or was killed) on another machine
+    evo = EvolutionSettings(idle_wait_s=30, children_per_round=rounds, tune_per_child=2,
+                            proposer_stale_after_s=0.1)
+    remote = RemoteLLM(store.study, evo)
+    led = Ledger(store.study, store, SearchSettings(n_trials=100, seed=0), evo)
+    led.add_seeds(task("softmax").seeds()[:1])
+    assert remote.active() and remote.next(led) == Action.EVALUATE, "the seed"
+    led.credits, led.waiting = 2, 0  # it earned two tuning trials
+    assert remote.next(led) == Action.EVALUATE and remote.next(led) == Action.EVALUATE
+    led.credits, led.waiting = 0, 0
+    time.sleep(0.15)
+    assert remote.next(led) == Action.WAIT, "nothing more earned: wait a while for something new"
+    led.last_work -= 31
+    assert remote.next(led) == Action.IDLE
     proposer_done(store.study, "LLM budget spent")
     assert not remote.active(), "done: the rest of the budget is tuned"

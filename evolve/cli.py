@@ -41,7 +41,7 @@ from evolve.llm.log import ExchangeLog
 from evolve.llm.replay import ReplayLLM
 from evolve.objective import Objective
 from evolve.paths import CONF_DIR
-from evolve.prompts import Prompts
+from evolve.prompts import Prompts, record_includes, recorded_includes
 from evolve.proposing import LocalLLM, ProposerProcess, RemoteLLM, Replay, Schedule, Tuning, proposer_done
 from evolve.record import Attr, StudyAttr
 from evolve.recording import RecordingWriter
@@ -87,8 +87,11 @@ def run(cfg: DictConfig) -> float | None:
                         prefetch=backend.prefetch if backend is not None else None)
         ledger.add_seeds(task.seeds())
         run_dir = Path(c.run.dir)
+        if role == Role.evaluate:  # for a proposer elsewhere, whose own NVRTC compiles nothing
+            record_includes(study, hw.arch)
+        includes = recorded_includes(study) if role == Role.propose else None
         proposer, replay = (None, None) if role == Role.evaluate else _proposer(ledger, c, task, hw, run_dir,
-                                                                                 settings.seed)
+                                                                                 settings.seed, includes)
         if role == Role.propose and proposer is None and not helpers:
             raise EvolveError("role=propose needs an LLM: choose llm=openai or llm=local")
         if helpers and proposer is None:  # our evaluators need not wait for children
@@ -217,8 +220,8 @@ def _stored_hardware(storage: optuna.storages.BaseStorage, name: str,
         time.sleep(0.5)
 
 
-def _proposer(ledger: Ledger, c: EvolveConfig, task: Task, hw: Hardware, run_dir: Path, seed: int | None
-              ) -> tuple[Proposer | None, list[dict[str, Any]] | None]:
+def _proposer(ledger: Ledger, c: EvolveConfig, task: Task, hw: Hardware, run_dir: Path, seed: int | None,
+              includes: tuple[str, ...] | None) -> tuple[Proposer | None, list[dict[str, Any]] | None]:
     """An LLM proposer, if the configuration (or the environment) names an LLM, and the recorded
     proposals it follows when the LLM is a replay."""
     llm, why_not = create_llm(c.llm)
@@ -233,8 +236,8 @@ def _proposer(ledger: Ledger, c: EvolveConfig, task: Task, hw: Hardware, run_dir
     exchanges = ExchangeLog(run_dir / "llm.jsonl")
     exchanges.write("run", model=llm.model, **caps)
     evo = c.evolution
-    proposer = Proposer(ledger, llm, budget, Prompts(task, hw, evo.prompts), exchanges, evo, seed=seed,
-                        threads=c.llm.concurrency or 1)
+    proposer = Proposer(ledger, llm, budget, Prompts(task, hw, evo.prompts, includes), exchanges, evo,
+                        seed=seed, threads=c.llm.concurrency or 1)
     log.info("LLM %s proposes children (%s)", llm.model, "replayed" if replay is not None else
              f"caps: {budget.max_calls} calls, {budget.max_tokens} tokens, ${budget.max_cost}")
     return proposer, replay

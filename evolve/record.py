@@ -69,6 +69,7 @@ class StudyAttr:
     PROPOSER = "proposer"  # a proposer process's state and heartbeat (see proposing.py)
     PROPOSALS = "llm_proposals"  # LLM proposals planned so far, over resumes: the next one's number
     HARDWARE_SPEC = "hardware_spec"  # the Hardware the evaluators measure on
+    INCLUDES = "includes"  # the allowed headers the evaluators' NVRTC compiles (for proposers elsewhere)
     VARIANT_PREFIX = "variant:"  # + variant id: the variant's metadata (see variants.py)
 
 

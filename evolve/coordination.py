@@ -18,7 +18,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 import optuna
@@ -36,13 +36,15 @@ CLAIM_POLL_S = 0.5  # at most this long between looks at an earlier trial that m
 
 
 @contextlib.contextmanager
-def alive(study: optuna.Study, trial_id: int, every_s: float) -> Iterator[None]:
-    """While measuring: tell other processes the trial's evaluator is alive."""
+def beating(mark: Callable[[], None], every_s: float) -> Iterator[None]:
+    """While inside: ``mark`` every ``every_s`` from a thread, so that a long step (a measurement,
+    an LLM call waiting an hour for an answer in a mailbox) never looks like a dead process. No mark
+    comes after the block is left."""
     stop = threading.Event()
 
     def beat() -> None:
         while not stop.wait(every_s):
-            record.mark_alive(study, trial_id)
+            mark()
 
     thread = threading.Thread(target=beat, daemon=True)
     thread.start()
@@ -50,6 +52,12 @@ def alive(study: optuna.Study, trial_id: int, every_s: float) -> Iterator[None]:
         yield
     finally:
         stop.set()
+        thread.join()
+
+
+def alive(study: optuna.Study, trial_id: int, every_s: float) -> contextlib.AbstractContextManager[None]:
+    """While measuring: tell other processes the trial's evaluator is alive."""
+    return beating(lambda: record.mark_alive(study, trial_id), every_s)
 
 
 class Silence:

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import optuna
 
-from evolve.coordination import Peers, Silence
+from evolve.coordination import Peers, Silence, beating
 from evolve.evolution import Plan, Proposer
 from evolve.ledger import Ledger
 from evolve.record import StudyAttr
@@ -263,36 +263,41 @@ class ProposerProcess:
 
     def run(self) -> str:
         """Why it stopped: an LLM budget, the trial budget, or the end of its round."""
-        ledger, rounds = self.ledger, self.s.children_per_round
-        ledger.restore()
-        beat, made, state, reason = 0.0, 0, AWAY, "stopped"
+        self.ledger.restore()
+        made, state, reason = 0, AWAY, "stopped"  # stopped: interrupted, it may come back
+        self._beat()
         try:
-            while True:
-                if time.monotonic() - beat > self.s.proposer_heartbeat_s:
-                    self.study.set_user_attr(StudyAttr.PROPOSER, {"state": RUNNING, "heartbeat": time.time()})
-                    beat = time.monotonic()
-                self.peers.pull()
-                if self.proposer.spent():
-                    state, reason = DONE, str(self.proposer.stopped)
-                    break
-                if ledger.used >= ledger.s.n_trials:
-                    state, reason = DONE, "budget"
-                    break
-                with ledger.lock:
-                    full = (rounds and made >= rounds) or ledger.queue_full(rounds or self.proposer.limit)
-                    plan = None if full else self.proposer.plan()
-                if plan is None and rounds:
-                    reason = "round"
-                    log.info("round over after %d proposal(s): the evaluators measure what is queued; "
-                             "then run this again", made)
-                    break
-                if plan is None:
-                    time.sleep(PROPOSER_POLL_S)
-                    continue
-                outcome = self.proposer.ask(plan)
-                with ledger.lock:
-                    self.proposer.commit(plan, *outcome)
-                made += 1
+            with beating(self._beat, self.s.proposer_heartbeat_s):  # also while an LLM call waits
+                reason, state, made = self._propose(self.s.children_per_round)
         finally:
             self.study.set_user_attr(StudyAttr.PROPOSER, {"state": state, "reason": reason})
+        if reason == "round":
+            log.info("round over after %d proposal(s): the evaluators measure what is queued; "
+                     "then run this again", made)
         return reason
+
+    def _beat(self) -> None:
+        self.study.set_user_attr(StudyAttr.PROPOSER, {"state": RUNNING, "heartbeat": time.time()})
+
+    def _propose(self, rounds: int) -> tuple[str, str, int]:
+        """Propose until a budget is spent or, in rounds, the round is over: why, the state to
+        leave in, and the proposals made."""
+        ledger, made = self.ledger, 0
+        while True:
+            self.peers.pull()
+            if self.proposer.spent():
+                return str(self.proposer.stopped), DONE, made
+            if ledger.used >= ledger.s.n_trials:
+                return "budget", DONE, made
+            with ledger.lock:
+                full = (rounds and made >= rounds) or ledger.queue_full(rounds or self.proposer.limit)
+                plan = None if full else self.proposer.plan()
+            if plan is None and rounds:
+                return "round", AWAY, made
+            if plan is None:
+                time.sleep(PROPOSER_POLL_S)
+                continue
+            outcome = self.proposer.ask(plan)
+            with ledger.lock:
+                self.proposer.commit(plan, *outcome)
+            made += 1

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import task, variant_store
+from conftest import hardware_config, task, variant_store
+from openai_server import kernel_answer
+from test_ledger import finish
 
+from evolve.coordination import Peers
+from evolve.evolution import Proposer
+from evolve.hardware import named
 from evolve.ledger import Ledger
-from evolve.proposing import Action, RemoteLLM, Tuning, proposer_done
+from evolve.llm.budget import LLMBudget, Prices
+from evolve.llm.log import ExchangeLog
+from evolve.llm.mailbox import Mailbox
+from evolve.paths import ROOT
+from evolve.prompts import Prompts
+from evolve.proposing import Action, ProposerProcess, RemoteLLM, Tuning, proposer_done
 from evolve.record import StudyAttr
-from evolve.settings import EvolutionSettings, SearchSettings
+from evolve.settings import EvolutionSettings, LLMSettings, SearchSettings
 from evolve.variants import VariantStore
 
 
@@ -102,3 +113,39 @@ def test_an_evaluator_in_rounds_measures_what_it_earned_then_leaves(
     assert remote.next(led) == Action.IDLE
     proposer_done(store.study, "LLM budget spent")
     assert not remote.active(), "done: the rest of the budget is tuned"
+
+
+def test_a_proposer_process_beats_while_it_waits_for_an_answer(store: VariantStore, tmp_path: Path) -> None:
+    """An answer that takes longer than ``proposer_stale_after_s`` (a person at a mailbox) does
+    not make the proposer look dead; when its round is over it says it is away."""
+    seed = task("softmax").seeds()[0]
+    evo = EvolutionSettings(proposer_heartbeat_s=0.05, proposer_stale_after_s=0.3, children_per_round=1)
+    s = SearchSettings(n_trials=10, seed=0)
+    led = Ledger(store.study, store, s, evo)
+    led.add_seeds([seed])
+    led.propose_seed()
+    led.observe(finish(store, store.study.ask(), 3.0))
+    led.used = 1
+    mailbox = Mailbox(LLMSettings(name="mailbox", mailbox=str(tmp_path / "mb"), timeout_s=30, poll_s=0.01),
+                      Prices({}))
+    proposer = Proposer(led, mailbox, LLMBudget(store.study, 5, None, None),
+                        Prompts(task("softmax"), named(hardware_config("h200")), includes=()),
+                        ExchangeLog(tmp_path / "llm.jsonl"), evo, seed=0)
+    out: list[str] = []
+    th = threading.Thread(target=lambda: out.append(ProposerProcess(proposer, Peers(store.study, led, s),
+                                                                    evo).run()))
+    th.start()
+    remote = RemoteLLM(store.study, EvolutionSettings(proposer_stale_after_s=0.3))  # a live evaluator
+    while not (tmp_path / "mb/0001.request.json").exists():
+        assert th.is_alive()
+        time.sleep(0.01)
+    for _ in range(10):  # a second of waiting for the answer
+        assert remote.active() and remote.while_working(idle_ledger(store, 60)) == Action.WAIT
+        time.sleep(0.1)
+    block_row = (ROOT / "kernels/softmax/block_row.cu").read_text()
+    (tmp_path / "mb/0001.answer.md").write_text(kernel_answer(block_row))
+    (tmp_path / "mb/0001.answer.done").touch()
+    th.join(10)
+    assert out == ["round"]
+    assert store.study.user_attrs[StudyAttr.PROPOSER] == {"state": "away", "reason": "round"}
+    assert led.children_out() == 1, "its child waits for the evaluators"

@@ -110,7 +110,7 @@ def run(cfg: DictConfig) -> float | None:
             if helpers:
                 stop = _wait(helpers)
         checks = None
-        if role == Role.all or helpers:
+        if role == Role.all or helpers or (role == Role.evaluate and c.evolution.children_per_round):
             checks = _verify(c, backend, stop, task, hw, objective, variants, study)
         sanitized = None
         best = record.winner(study.get_trials(deepcopy=False), checks) if checks else None

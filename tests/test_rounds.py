@@ -56,7 +56,7 @@ def rounds(gpu: Path, here: Path, storage: list[str], storage_file: str,
     is copied to where the next command runs unless both run in one directory. Each run's stop."""
     common = [*softmax_naive_only("rr", N_TRIALS), *storage, "evolution.children_per_round=2"]
     evaluate = [*common, "role=evaluate", "llm=none", f"backend.recordings=[{RECORDED}]",
-                "evolution.idle_wait_s=0.3"]
+                "evolution.idle_wait_s=0"]
     stops = []
 
     def run(side: Path, *args: str) -> None:

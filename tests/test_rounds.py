@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import optuna
@@ -160,3 +162,40 @@ def test_an_evaluator_with_nothing_new_leaves_and_its_wait_is_not_search_time(in
 
 def _best_json(side: Path) -> dict:
     return json.loads((side / "runs/rr/best.json").read_text())
+
+
+def test_a_round_answered_through_a_mailbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proposer's side with ``llm=mailbox``, answered by ``scripts/answer_mailbox.py`` driving a
+    command-line model: its round asks twice, one request at a time, and leaves; the GPU side
+    measures both children."""
+    gpu, laptop, answers = tmp_path / "gpu", tmp_path / "laptop", tmp_path / "answers"
+    for d in (gpu, laptop, answers):
+        d.mkdir()
+    (answers / "1.md").write_text(kernel_answer(ANSWERS["broken_compile"]))
+    (answers / "2.md").write_text(kernel_answer(ANSWERS["warp_rows"]))
+    common = [*softmax_naive_only("rr", N_TRIALS), "evolution.children_per_round=2"]
+    evaluate = [*common, "role=evaluate", "llm=none", f"backend.recordings=[{RECORDED}]",
+                "evolution.idle_wait_s=0"]
+    monkeypatch.chdir(gpu)
+    evolve(*evaluate)
+    copy(gpu, laptop, "runs/evolve.db")
+    mailbox = laptop / "runs/rr/mailbox"
+    mailbox.mkdir(parents=True)
+    answerer = subprocess.Popen([sys.executable, str(ROOT / "scripts/answer_mailbox.py"), "--poll", "0.05",
+                                 str(mailbox), "--", sys.executable, str(ROOT / "tests/scripted_model.py"),
+                                 str(answers)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        monkeypatch.chdir(laptop)
+        evolve(*common, "role=propose", "llm=mailbox", "llm.poll_s=0.02", "llm.timeout_s=60")
+    finally:
+        answerer.terminate()
+        answerer.communicate(timeout=30)
+    assert _stop(laptop) == "round"
+    assert sorted(p.name for p in mailbox.glob("*.taken")) == ["0001.taken", "0002.taken"]
+    copy(laptop, gpu, "runs/evolve.db")
+    monkeypatch.chdir(gpu)
+    evolve(*evaluate)
+    s = load(gpu, "runs/evolve.db")
+    children = [t for t in s.trials if t.user_attrs.get("llm_model") == "mailbox"]
+    assert sorted(t.user_attrs["status"] for t in children) == ["compile_error", "ok"]
+    assert s.user_attrs["llm_calls"] == 2 and s.user_attrs["proposer"] == {"state": "away", "reason": "round"}

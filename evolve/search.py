@@ -98,6 +98,8 @@ class Search:
                         break
                     elif action == Action.IDLE:  # the wait for the next round is not search time
                         reason = "idle"
+                        log.info("nothing new to measure: leaving until the proposer's next round "
+                                 "(run this again once it has queued children)")
                         elapsed = max(resumed, elapsed - (time.monotonic() - ledger.last_work))
                         self.study.set_user_attr(StudyAttr.ELAPSED_S, elapsed)
                         break

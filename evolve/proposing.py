@@ -188,6 +188,8 @@ class RemoteLLM(Live):
     def while_working(self, ledger: Ledger) -> Action | None:
         if self._beating() or time.monotonic() - ledger.last_work < self.s.idle_wait_s:
             return Action.WAIT  # for the proposer process's next child
+        if ledger.running:
+            return Action.WAIT  # measured elsewhere: it may come back (its evaluator died) to measure here
         return Action.IDLE
 
     def may_bring(self, idle_s: float) -> bool:

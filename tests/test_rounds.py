@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import optuna
@@ -20,15 +21,17 @@ from optuna.trial import TrialState
 from test_evolution import BLOCK_ROW, KEY, REPAIR, llm_args, softmax_naive_only
 from test_search import evolve
 
-from evolve import compiler
+from evolve import compiler, record
 from evolve.errors import EvolveError
 from evolve.llm.log import read
 from evolve.paths import ROOT
 from evolve.record import counts_toward_budget
+from evolve.spec import Variant
 
 ANSWERS = {p.stem: p.read_text() for p in (ROOT / "tests/llm_answers/softmax").glob("*.cu")}
 RECORDED = ROOT / "tests/recordings/h200/softmax.jsonl"
 N_TRIALS = 37  # the whole space of the seed and the children holds 39
+_time = time.time
 STORAGE = {"sqlite": ([], "runs/evolve.db"), "journal": (["storage=journal"], "runs/evolve.journal")}
 # what the model answers to the requests that are not repairs, in order: a child that does not
 # compile, a fast one; a new kernel; a wrong one, and one already measured two rounds before
@@ -199,3 +202,33 @@ def test_a_round_answered_through_a_mailbox(tmp_path: Path, monkeypatch: pytest.
     children = [t for t in s.trials if t.user_attrs.get("llm_model") == "mailbox"]
     assert sorted(t.user_attrs["status"] for t in children) == ["compile_error", "ok"]
     assert s.user_attrs["llm_calls"] == 2 and s.user_attrs["proposer"] == {"state": "away", "reason": "round"}
+
+
+def test_a_candidate_a_killed_evaluator_left_is_measured_in_the_next_round(
+        in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last evaluator run was killed while it measured a candidate, on a machine whose clock
+    is an hour ahead (or the storage came from one): the next run waits until the mark has not
+    changed for ``search.stale_after_s`` by its own clock, queues the candidate again and
+    measures it before it leaves, charging the budget once."""
+    evaluate = [*softmax_naive_only("rr", N_TRIALS), "role=evaluate", "evolution.children_per_round=2",
+                "evolution.idle_wait_s=0", "evolution.tune_per_child=1", "search.heartbeat_s=0.1",
+                "search.stale_after_s=1"]
+    evolve(*evaluate)
+    s = load(in_tmp, "runs/evolve.db")
+    naive = next(t for t in s.trials if t.user_attrs["operator"] == "seed")
+    measured = [t.params for t in s.trials]
+    cfg = next(c for c in Variant.parse((ROOT / "kernels/softmax/naive.cu").read_text()).spec.space()
+               if c not in measured)
+    s.enqueue_trial(cfg, user_attrs={k: naive.user_attrs[k] for k in ("variant", "variant_name", "parents")}
+                    | {"operator": "tune"})
+    killed = s.ask()
+    with monkeypatch.context() as m:  # its last mark, by a clock an hour ahead
+        m.setattr(record.time, "time", lambda: _time() + 3600)
+        record.mark_alive(s, record.trial_id(killed))
+    evolve(*evaluate)
+    trials = load(in_tmp, "runs/evolve.db").trials
+    assert [t.user_attrs.get("status") for t in trials].count("interrupted") == 1
+    again = [t for t in trials if t.params == cfg and t.state == TrialState.COMPLETE]
+    assert len(again) == 1, "measured in this run, once"
+    assert not [t for t in trials if t.state in (TrialState.WAITING, TrialState.RUNNING)]
+    assert _stop(in_tmp) == "idle" and len([t for t in trials if counts_toward_budget(t)]) == 3

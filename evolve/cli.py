@@ -42,13 +42,13 @@ from evolve.llm.log import ExchangeLog
 from evolve.llm.replay import ReplayLLM
 from evolve.objective import Objective
 from evolve.paths import CONF_DIR
-from evolve.prompts import Prompts
+from evolve.prompts import Prompts, record_includes, recorded_includes
 from evolve.proposing import LocalLLM, ProposerProcess, RemoteLLM, Replay, Schedule, Tuning, proposer_done
 from evolve.record import Attr, StudyAttr
 from evolve.recording import RecordingWriter
 from evolve.search import Search
 from evolve.settings import EvolveConfig, Role
-from evolve.storage import cached_ceilings, open_storage, store_ceilings
+from evolve.storage import cached_ceilings, close_storage, open_storage, store_ceilings
 from evolve.sweep import in_sweep, name_job, record_job
 from evolve.task import Task
 from evolve.tasks import command_line_name, list_tasks, register_task_files
@@ -100,8 +100,11 @@ def run(cfg: DictConfig) -> float | None:
                         prefetch=backend.prefetch if backend is not None else None)
         ledger.add_seeds(task.seeds())
         run_dir = Path(c.run.dir)
+        if role == Role.evaluate:  # for a proposer elsewhere, whose own NVRTC compiles nothing
+            record_includes(study, hw.arch)
+        includes = recorded_includes(study) if role == Role.propose else None
         proposer, replay = (None, None) if role == Role.evaluate else _proposer(ledger, c, task, hw, run_dir,
-                                                                                 settings.seed)
+                                                                                 settings.seed, includes)
         if not task.seed_paths and proposer is None and role != Role.evaluate:
             raise EvolveError(f"task {task.name} has no seed kernels and no LLM to write the first one: add "
                               "seeds: [...] to the task, or choose llm=openai, llm=local or llm=mailbox")
@@ -121,7 +124,7 @@ def run(cfg: DictConfig) -> float | None:
             if helpers:
                 stop = wait_for(helpers)
         checks = None
-        if role == Role.all or helpers:
+        if role == Role.all or helpers or (role == Role.evaluate and c.evolution.children_per_round):
             checks = _verify(c, backend, stop, task, hw, objective, variants, study)
         sanitized = None
         best = record.winner(study.get_trials(deepcopy=False), checks) if checks else None
@@ -139,6 +142,7 @@ def run(cfg: DictConfig) -> float | None:
         for p in helpers:
             if p.poll() is None:
                 p.terminate()
+        close_storage(storage)
     if summary is None:
         print(f"{task.name}: no correct candidate yet; see {run_dir}/report.md", file=sys.stderr)
     else:
@@ -212,8 +216,8 @@ def _stored_hardware(storage: optuna.storages.BaseStorage, name: str,
         time.sleep(0.5)
 
 
-def _proposer(ledger: Ledger, c: EvolveConfig, task: Task, hw: Hardware, run_dir: Path, seed: int | None
-              ) -> tuple[Proposer | None, list[dict[str, Any]] | None]:
+def _proposer(ledger: Ledger, c: EvolveConfig, task: Task, hw: Hardware, run_dir: Path, seed: int | None,
+              includes: tuple[str, ...] | None) -> tuple[Proposer | None, list[dict[str, Any]] | None]:
     """An LLM proposer, if the configuration (or the environment) names an LLM, and the recorded
     proposals it follows when the LLM is a replay."""
     llm, why_not = create_llm(c.llm)
@@ -228,8 +232,8 @@ def _proposer(ledger: Ledger, c: EvolveConfig, task: Task, hw: Hardware, run_dir
     exchanges = ExchangeLog(run_dir / "llm.jsonl")
     exchanges.write("run", model=llm.model, **caps)
     evo = c.evolution
-    proposer = Proposer(ledger, llm, budget, Prompts(task, hw, evo.prompts), exchanges, evo, seed=seed,
-                        threads=c.llm.concurrency or 1)
+    proposer = Proposer(ledger, llm, budget, Prompts(task, hw, evo.prompts, includes), exchanges, evo,
+                        seed=seed, threads=c.llm.concurrency or 1)
     log.info("LLM %s proposes children (%s)", llm.model, "replayed" if replay is not None else
              f"caps: {budget.max_calls} calls, {budget.max_tokens} tokens, ${budget.max_cost}")
     return proposer, replay

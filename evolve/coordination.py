@@ -2,8 +2,11 @@
 
 Evaluators and a proposer share nothing but the storage. A measuring evaluator marks its trial
 alive every ``search.heartbeat_s``; a RUNNING trial silent for ``search.stale_after_s`` lost its
-evaluator (killed, machine gone) and is queued again by whoever notices. Results of the others
-reach this process's ledger by pulling them from the storage.
+evaluator (killed, machine gone) and is queued again by whoever notices. Silent means that its mark
+has not changed for that long by the watcher's own clock (``Silence``): a mark is written with the
+writer's clock, and machines' clocks disagree (a storage copied from another machine carries the
+times of its clock), so a mark is compared only with its earlier value, never with the local time.
+Results of the others reach this process's ledger by pulling them from the storage.
 
 ``Alone`` is the one evaluator of a study (``role=all``): a RUNNING trial it finds at start was
 left by a run that died. ``Peers`` is one of several processes (``role=evaluate``, ``propose``).
@@ -15,7 +18,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 import optuna
@@ -33,13 +36,15 @@ CLAIM_POLL_S = 0.5  # at most this long between looks at an earlier trial that m
 
 
 @contextlib.contextmanager
-def alive(study: optuna.Study, trial_id: int, every_s: float) -> Iterator[None]:
-    """While measuring: tell other processes the trial's evaluator is alive."""
+def beating(mark: Callable[[], None], every_s: float) -> Iterator[None]:
+    """While inside: ``mark`` every ``every_s`` from a thread, so that a long step (a measurement,
+    an LLM call waiting an hour for an answer in a mailbox) never looks like a dead process. No mark
+    comes after the block is left."""
     stop = threading.Event()
 
     def beat() -> None:
         while not stop.wait(every_s):
-            record.mark_alive(study, trial_id)
+            mark()
 
     thread = threading.Thread(target=beat, daemon=True)
     thread.start()
@@ -47,6 +52,35 @@ def alive(study: optuna.Study, trial_id: int, every_s: float) -> Iterator[None]:
         yield
     finally:
         stop.set()
+        thread.join()
+
+
+def alive(study: optuna.Study, trial_id: int, every_s: float) -> contextlib.AbstractContextManager[None]:
+    """While measuring: tell other processes the trial's evaluator is alive."""
+    return beating(lambda: record.mark_alive(study, trial_id), every_s)
+
+
+class Silence:
+    """How long heartbeats have not changed, by this process's clock (``time.monotonic``).
+
+    A heartbeat seen for the first time, or changed since last look, has been silent for 0 s
+    whatever time it holds: a dead process's last mark is noticed ``stale_after_s`` after it is
+    first seen, and a live one on a machine whose clock is ahead or behind is never taken for dead."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Hashable, tuple[Any, float]] = {}
+
+    def silent_for(self, key: Hashable, mark: Any) -> float:
+        now = time.monotonic()
+        last = self._seen.get(key)
+        if last is None or last[0] != mark:
+            self._seen[key] = (mark, now)
+            return 0.0
+        return now - last[1]
+
+    def keep(self, keys: set[Hashable]) -> None:
+        """Forget what is no longer watched."""
+        self._seen = {k: v for k, v in self._seen.items() if k in keys}
 
 
 def _requeue_dead(study: optuna.Study, t: FrozenTrial) -> bool:
@@ -88,6 +122,7 @@ class Peers:
     def __init__(self, study: optuna.Study, ledger: Ledger, settings: SearchSettings):
         self.study, self.ledger, self.s = study, ledger, settings
         self._last_reap = 0.0
+        self._silence = Silence()
 
     def recover(self) -> None:
         """RUNNING trials are being measured by the others; ``reap`` notices the dead."""
@@ -107,9 +142,10 @@ class Peers:
 
     def reap(self) -> int:
         """Queue again the RUNNING trials whose evaluator stopped beating (killed, machine lost)."""
-        now, stale = time.time(), 0
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            if record.silent_for(t, now) > self.s.stale_after_s:
+        stale, running = 0, self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        self._silence.keep({record.trial_id(t) for t in running})
+        for t in running:
+            if self._silence.silent_for(record.trial_id(t), record.heartbeat(t)) > self.s.stale_after_s:
                 stale += _requeue_dead(self.study, t)
         if stale:
             log.warning("ended %d trial(s) whose evaluator stopped (no heartbeat for %.0f s)",
@@ -142,6 +178,7 @@ class Peers:
     def drain(self) -> None:
         """Before leaving, queue again the trials of evaluators that died, so none stays RUNNING."""
         deadline = time.monotonic() + self.s.stale_after_s + 2 * self.s.heartbeat_s
+        self.reap()  # what is RUNNING now is watched from now on
         self.pull()
         while self.ledger.running and time.monotonic() < deadline:
             time.sleep(self.s.heartbeat_s)

@@ -22,7 +22,7 @@ from evolve.llm.budget import LLMBudget
 from evolve.llm.log import ExchangeLog, prompt_hash
 from evolve.population import Member
 from evolve.prompts import Failure, KernelView, Prompts
-from evolve.record import LLM_OPERATORS, Attr, Op
+from evolve.record import LLM_OPERATORS, Attr, Op, StudyAttr
 from evolve.settings import EvolutionSettings
 from evolve.spec import Variant
 
@@ -50,12 +50,18 @@ class Proposer:
         self.ledger, self.llm, self.budget, self.prompts = ledger, llm, budget, prompts
         self.log, self.s = log, settings
         self.rng = random.Random(seed)
-        self.index = 0
+        self.index = int(ledger.study.user_attrs.get(StudyAttr.PROPOSALS, 0))  # numbers go on over resumes
         self.threads = threads
         self.stopped: str | None = None  # why the proposer stopped (budget spent, ...)
         self.failures: dict[str, int] = {}
         self._streak = 0  # proposals in a row that gave no child
         self._idle_at: int | None = None  # the population's clock when there was nothing to propose
+
+    @property
+    def limit(self) -> int:
+        """Children without a result at most: no more than the LLM works on at once, so that each
+        proposal sees the outcome of all but the last few (``evolution.max_pending``)."""
+        return max(1, min(self.s.max_pending, self.threads))
 
     @property
     def idle(self) -> bool:
@@ -70,10 +76,10 @@ class Proposer:
         return self.stopped is not None
 
     def run(self, stop: threading.Event) -> None:
-        """Proposer thread: keep up to ``max_pending`` children waiting for the GPU."""
+        """Proposer thread: propose while fewer than ``limit`` children await their result."""
         while not stop.is_set() and self.stopped is None:
             with self.ledger.lock:
-                busy = self.ledger.queue_full(self.s.max_pending)
+                busy = self.ledger.queue_full(self.limit)
                 plan = None if busy or self.spent() else self.plan()
                 self._idle_at = None if busy or plan is not None else self.ledger.observed
             if plan is None:
@@ -103,8 +109,7 @@ class Proposer:
             messages = self.prompts.repair(v.source, r.status, r.reason, r.diagnostics)
             meta = ledger.variants.meta[r.vid]
             parent_best = pop.members.get(meta.parents[0]) if meta.parents else None
-            self.index += 1
-            ledger.plan_started()
+            self._started()
             return Plan(index, Op.REPAIR, seen, [r.vid], meta.island or 0, messages, v.source,
                         dict(parent_best.best.params) if parent_best else {})
         if not pop.members:
@@ -131,8 +136,7 @@ class Proposer:
             insp = [self._view(pop.members[v]) for v in pop.inspirations(island, [a], self.s.inspirations)]
             messages = self.prompts.mutate(self._view(pop.members[a]), failures, insp, op == Op.MUTATE_DIFF)
             parents = [a]
-        self.index += 1
-        ledger.plan_started()
+        self._started()
         return Plan(index, op, seen, parents, island, messages, ledger.variants.get(a).source,
                     dict(pop.members[a].best.params))
 
@@ -142,10 +146,14 @@ class Proposer:
         if ledger.waiting or ledger.inflight >= self.threads:
             return None
         index = self.index
-        self.index += 1
-        ledger.plan_started()
+        self._started()
         return Plan(index, Op.WRITE, ledger.population.observed, [], index % self.s.islands,
                     self.prompts.write(), "", {})
+
+    def _started(self) -> None:
+        self.index += 1
+        self.ledger.study.set_user_attr(StudyAttr.PROPOSALS, self.index)
+        self.ledger.plan_started()
 
     def _view(self, m: Member) -> KernelView:
         a = m.best.user_attrs

@@ -61,7 +61,7 @@ class Ledger:
         self.running = 0  # of them, being measured by another process
         self.inflight = 0  # LLM proposals planned and not yet committed (each may bring a child)
         self.credits = 0  # tuning trials allowed before the next LLM child
-        self.last_work = time.monotonic()  # when this process last took a candidate
+        self.last_work = time.monotonic()  # when this process last took or finished a candidate
         self.failures: dict[str, int] = {}  # failed trials by status
         self.repairable: list[Repair] = []
         self.recent_failures: list[tuple[str, str, str]] = []  # LLM children: (name, status, reason)
@@ -155,10 +155,19 @@ class Ledger:
         return self.used + self.waiting + self.inflight >= self.s.n_trials
 
     def queue_full(self, max_pending: int) -> bool:
-        """For a proposer: enough children wait for an evaluator, or the budget is spoken for
-        (counting what other processes are measuring)."""
-        pending = self.waiting + self.running
-        return pending >= max_pending or self.used + pending + self.inflight >= self.s.n_trials
+        """For a proposer: ``max_pending`` LLM children have no result yet, or the budget is
+        spoken for (counting what other processes are measuring). A proposal planned while
+        children are out would not see what they show (a failure to repair or to avoid), so the
+        proposer waits for their outcome rather than plan more of them blind."""
+        if self.inflight + self.children_out() >= max_pending:
+            return True
+        return self.used + self.waiting + self.running + self.inflight >= self.s.n_trials
+
+    def children_out(self) -> int:
+        """LLM children queued or being measured whose first result is not in yet."""
+        meta = self.variants.meta
+        return sum(1 for vid, tuner in self.tuners.items()
+                   if tuner.pending and not tuner.n_measured and meta[vid].operator in LLM_OPERATORS)
 
     def best(self) -> float | None:
         values = [t.best for t in self.tuners.values() if t.best is not None]

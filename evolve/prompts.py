@@ -7,11 +7,14 @@ their measurements, recent failures, inspirations, and the exact answer format.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
+
+import optuna
 
 from evolve import dtypes
 from evolve.compiler import available_includes
@@ -20,6 +23,7 @@ from evolve.hardware import Hardware
 from evolve.llm import Messages
 from evolve.metrics import bound, peak_text
 from evolve.paths import PACKAGE_DIR
+from evolve.record import StudyAttr
 from evolve.task import Arg, Task, size_label
 
 NAMES = ("system", "spec_help", "task", "kernel", "mutate", "crossover", "repair", "write",
@@ -48,9 +52,24 @@ class Failure:
     reason: str
 
 
+def record_includes(study: optuna.Study, arch: str) -> None:
+    """An evaluator's: tell proposers on other machines which allowed headers its NVRTC (the one
+    that compiles the candidates) can include. Nothing is recorded where NVRTC is missing."""
+    with contextlib.suppress(EvolveError):
+        study.set_user_attr(StudyAttr.INCLUDES, list(available_includes(arch)))
+
+
+def recorded_includes(study: optuna.Study) -> tuple[str, ...] | None:
+    """What an evaluator of the study recorded, if one did."""
+    found = study.user_attrs.get(StudyAttr.INCLUDES)
+    return None if found is None else tuple(found)
+
+
 class Prompts:
-    def __init__(self, task: Task, hw: Hardware, overrides: Mapping[str, str] | None = None):
-        self.task, self.hw = task, hw
+    def __init__(self, task: Task, hw: Hardware, overrides: Mapping[str, str] | None = None,
+                 includes: Sequence[str] | None = None):
+        """``includes``: the headers the evaluators' NVRTC compiles (None: this machine's, probed)."""
+        self.task, self.hw, self.includes = task, hw, includes
         self.t: dict[str, Template] = {}
         for name in NAMES:
             path = Path((overrides or {}).get(name) or PACKAGE_DIR / "prompts" / f"{name}.md")
@@ -81,7 +100,8 @@ class Prompts:
     def _system(self) -> dict[str, str]:
         text = self.t["system"].substitute(
             device=self.hw.device or self.hw.name, arch=self.hw.arch,
-            includes=", ".join(available_includes(self.hw.arch)) or "none",
+            includes=", ".join(self.includes if self.includes is not None
+                               else available_includes(self.hw.arch)) or "none",
         )
         return {"role": "system", "content": text.strip()}
 

@@ -8,13 +8,15 @@ differ only in where LLM children come from, so each source is one class:
 - ``LocalLLM``: a proposer in this process, in threads beside the GPU work or, without
   ``evolution.overlap``, one proposal at a time in the evaluator's thread.
 - ``RemoteLLM``: a ``role=propose`` process on the same study (``ProposerProcess``), known only
-  by the heartbeat it writes into the study.
+  by the state and heartbeat it writes into the study; it may also come and go in rounds, the
+  storage copied between machines in between (``evolution.children_per_round``).
 - ``Replay``: each recorded proposal is made when the record is where it was originally made,
   so a seeded replay proposes and measures what the recorded run did.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from enum import StrEnum
@@ -22,13 +24,18 @@ from typing import Any, Protocol
 
 import optuna
 
-from evolve.coordination import Peers
+from evolve.coordination import Peers, Silence, beating
 from evolve.evolution import Plan, Proposer
 from evolve.ledger import Ledger
 from evolve.record import StudyAttr
 from evolve.settings import EvolutionSettings
 
+log = logging.getLogger(__name__)
 PROPOSER_POLL_S = 0.2  # a proposer process with nothing to do looks again this often
+# what a proposer process says of itself in the study (StudyAttr.PROPOSER)
+RUNNING = "running"  # proposing now; its heartbeat changes every evolution.proposer_heartbeat_s
+AWAY = "away"  # left after its round (or was stopped), and comes back: more children will come
+DONE = "done"  # no more children: its LLM budget is spent, the trial budget is, or there is no LLM
 
 
 class Action(StrEnum):
@@ -36,6 +43,7 @@ class Action(StrEnum):
     PROPOSE = "propose"  # make one LLM proposal in this thread
     WAIT = "wait"  # for a child, or for another process
     EXHAUSTED = "exhausted"  # nothing left to propose
+    IDLE = "idle"  # nothing new for evolution.idle_wait_s, and more may come later (rounds)
 
 
 class Schedule(Protocol):
@@ -79,7 +87,7 @@ class Live:
         llm = self.active() and not ledger.budget_full()
         if (not llm or ledger.credits > 0) and ledger.propose_tune():
             return _take(ledger)
-        if llm and (action := self.while_working()) is not None:
+        if llm and (action := self.while_working(ledger)) is not None:
             return action
         # the LLM is done or has nothing to work on yet: tune whatever is left
         if ledger.propose_tune():
@@ -92,7 +100,7 @@ class Live:
         """An LLM may still bring children."""
         return False
 
-    def while_working(self) -> Action | None:
+    def while_working(self, ledger: Ledger) -> Action | None:
         """What to do while the LLM works on a child; None if it has nothing to work on."""
         return None
 
@@ -121,7 +129,7 @@ class LocalLLM(Live):
     def active(self) -> bool:
         return self.proposer.stopped is None
 
-    def while_working(self) -> Action | None:
+    def while_working(self, ledger: Ledger) -> Action | None:
         if self.proposer.idle:
             return None
         return Action.WAIT if self.overlap else Action.PROPOSE
@@ -143,30 +151,54 @@ class LocalLLM(Live):
 
 
 class RemoteLLM(Live):
-    """The LLM works in a proposer process (``role=evaluate``): wait for its children while it
-    is alive, and a while (``evolution.idle_wait_s``) for one to start, unless it said it is done."""
+    """The LLM works in a proposer process (``role=evaluate``), known by what it says in the study:
+
+    - running, its heartbeat changing: wait for its children (meanwhile tune with the credits
+      each new variant earned);
+    - away (it made its round's children, or was stopped, and comes back): measure what is queued
+      and the tuning it earned, wait ``evolution.idle_wait_s`` for anything new, then leave
+      (``Action.IDLE``): the next round starts this process again;
+    - done: tune the rest of the budget.
+
+    Before any proposer said anything, or once one fell silent (killed): in rounds
+    (``evolution.children_per_round``) as if away; otherwise tune, and once nothing is left wait
+    ``idle_wait_s`` for one to start. The heartbeat is judged by ``Silence``, not by comparing
+    times: it was written with another machine's clock."""
 
     def __init__(self, study: optuna.Study, settings: EvolutionSettings):
         self.study, self.s = study, settings
+        self._silence = Silence()
 
     def _state(self) -> dict[str, Any]:
         return self.study.user_attrs.get(StudyAttr.PROPOSER) or {}
 
-    def active(self) -> bool:
+    def _beating(self) -> bool:
         state = self._state()
-        return (state.get("state") == "running"
-                and time.time() - state.get("heartbeat", 0) < self.s.proposer_stale_after_s)
+        return (state.get("state") == RUNNING and self._silence.silent_for(
+            StudyAttr.PROPOSER, state.get("heartbeat")) < self.s.proposer_stale_after_s)
 
-    def while_working(self) -> Action | None:
-        return Action.WAIT  # for the proposer process's next child
+    def _returns(self) -> bool:
+        """Its children come later, in another round."""
+        state = self._state().get("state")
+        return state == AWAY or (self.s.children_per_round > 0 and state != DONE)
+
+    def active(self) -> bool:
+        return self._beating() or self._returns()
+
+    def while_working(self, ledger: Ledger) -> Action | None:
+        if self._beating() or time.monotonic() - ledger.last_work < self.s.idle_wait_s:
+            return Action.WAIT  # for the proposer process's next child
+        if ledger.running:
+            return Action.WAIT  # measured elsewhere: it may come back (its evaluator died) to measure here
+        return Action.IDLE
 
     def may_bring(self, idle_s: float) -> bool:
-        return self._state().get("state") != "done" and idle_s < self.s.idle_wait_s
+        return self._state().get("state") != DONE and idle_s < self.s.idle_wait_s
 
 
 def proposer_done(study: optuna.Study, reason: str) -> None:
     """Tell evaluators of the study not to wait for children."""
-    study.set_user_attr(StudyAttr.PROPOSER, {"state": "done", "reason": reason})
+    study.set_user_attr(StudyAttr.PROPOSER, {"state": DONE, "reason": reason})
 
 
 class Replay:
@@ -220,38 +252,54 @@ class Replay:
 
 
 class ProposerProcess:
-    """``role=propose``: make LLM children for evaluators elsewhere until a budget is spent,
-    saying it is alive in the study (``RemoteLLM`` reads it)."""
+    """``role=propose``: make LLM children for evaluators elsewhere, saying in the study that it is
+    alive (``RemoteLLM`` reads it). It proposes while fewer than ``Proposer.limit`` children await
+    their result, until an LLM budget or the trial budget is spent. In rounds
+    (``evolution.children_per_round``) it makes at most that many proposals, without waiting for
+    results that only the next evaluator run brings, and leaves; the next round it starts from what
+    the evaluators measured (a failed child's repair first)."""
 
     def __init__(self, proposer: Proposer, peers: Peers, settings: EvolutionSettings):
         self.proposer, self.peers, self.s = proposer, peers, settings
         self.ledger, self.study = proposer.ledger, proposer.ledger.study
 
     def run(self) -> str:
-        """Why it stopped: an LLM budget, or the trial budget."""
-        ledger = self.ledger
-        ledger.restore()
-        beat, reason = 0.0, "budget"
+        """Why it stopped: an LLM budget, the trial budget, or the end of its round."""
+        self.ledger.restore()
+        made, state, reason = 0, AWAY, "stopped"  # stopped: interrupted, it may come back
+        self._beat()
         try:
-            while True:
-                if time.monotonic() - beat > self.s.proposer_heartbeat_s:
-                    self.study.set_user_attr(StudyAttr.PROPOSER,
-                                             {"state": "running", "heartbeat": time.time()})
-                    beat = time.monotonic()
-                self.peers.pull()
-                if self.proposer.spent():
-                    reason = str(self.proposer.stopped)
-                    break
-                if ledger.used >= ledger.s.n_trials:
-                    break
-                with ledger.lock:
-                    plan = None if ledger.queue_full(self.s.max_pending) else self.proposer.plan()
-                if plan is None:
-                    time.sleep(PROPOSER_POLL_S)
-                    continue
-                outcome = self.proposer.ask(plan)
-                with ledger.lock:
-                    self.proposer.commit(plan, *outcome)
+            with beating(self._beat, self.s.proposer_heartbeat_s):  # also while an LLM call waits
+                reason, state, made = self._propose(self.s.children_per_round)
         finally:
-            proposer_done(self.study, reason)
+            self.study.set_user_attr(StudyAttr.PROPOSER, {"state": state, "reason": reason})
+        if reason == "round":
+            log.info("round over after %d proposal(s): the evaluators measure what is queued; "
+                     "then run this again", made)
         return reason
+
+    def _beat(self) -> None:
+        self.study.set_user_attr(StudyAttr.PROPOSER, {"state": RUNNING, "heartbeat": time.time()})
+
+    def _propose(self, rounds: int) -> tuple[str, str, int]:
+        """Propose until a budget is spent or, in rounds, the round is over: why, the state to
+        leave in, and the proposals made."""
+        ledger, made = self.ledger, 0
+        while True:
+            self.peers.pull()
+            if self.proposer.spent():
+                return str(self.proposer.stopped), DONE, made
+            if ledger.used >= ledger.s.n_trials:
+                return "budget", DONE, made
+            with ledger.lock:
+                full = (rounds and made >= rounds) or ledger.queue_full(rounds or self.proposer.limit)
+                plan = None if full else self.proposer.plan()
+            if plan is None and rounds:
+                return "round", AWAY, made
+            if plan is None:
+                time.sleep(PROPOSER_POLL_S)
+                continue
+            outcome = self.proposer.ask(plan)
+            with ledger.lock:
+                self.proposer.commit(plan, *outcome)
+            made += 1

@@ -68,7 +68,9 @@ class StudyAttr:
 
     ELAPSED_S = "elapsed_s"  # search time, summed over resumes
     PROPOSER = "proposer"  # a proposer process's state and heartbeat (see proposing.py)
+    PROPOSALS = "llm_proposals"  # LLM proposals planned so far, over resumes: the next one's number
     HARDWARE_SPEC = "hardware_spec"  # the Hardware the evaluators measure on
+    INCLUDES = "includes"  # the allowed headers the evaluators' NVRTC compiles (for proposers elsewhere)
     VARIANT_PREFIX = "variant:"  # + variant id: the variant's metadata (see variants.py)
 
 
@@ -214,9 +216,10 @@ def mark_alive(study: optuna.Study, tid: int) -> None:
     study._storage.set_trial_system_attr(tid, _HEARTBEAT, time.time())
 
 
-def silent_for(t: FrozenTrial, now: float) -> float:
-    """Seconds since the trial's evaluator last marked it alive (0 if it never did)."""
-    return now - float(t.system_attrs.get(_HEARTBEAT, now))
+def heartbeat(t: FrozenTrial) -> float | None:
+    """The last mark of the trial's evaluator (its own clock's time; None if it never marked it)."""
+    value = t.system_attrs.get(_HEARTBEAT)
+    return None if value is None else float(value)
 
 
 def deaths(t: FrozenTrial) -> int:

@@ -71,7 +71,7 @@ class Search:
         ledger = self.ledger
         self.peers.recover()
         ledger.restore()
-        elapsed = float(self.study.user_attrs.get(StudyAttr.ELAPSED_S, 0.0))
+        elapsed = resumed = float(self.study.user_attrs.get(StudyAttr.ELAPSED_S, 0.0))
         bar = tqdm(total=self.s.n_trials, initial=min(ledger.used, self.s.n_trials), unit="trial",
                    desc=self.study.study_name, dynamic_ncols=True,
                    disable=not (self.s.progress and sys.stderr.isatty()))
@@ -96,9 +96,18 @@ class Search:
                     elif action == Action.EXHAUSTED:
                         reason = "exhausted"
                         break
-                    elif self._evaluate_next():
-                        ledger.used += 1
-                        bar.update()
+                    elif action == Action.IDLE:  # the wait for the next round is not search time
+                        reason = "idle"
+                        log.info("nothing new to measure: leaving until the proposer's next round "
+                                 "(run this again once it has queued children)")
+                        elapsed = max(resumed, elapsed - (time.monotonic() - ledger.last_work))
+                        self.study.set_user_attr(StudyAttr.ELAPSED_S, elapsed)
+                        break
+                    else:
+                        if self._evaluate_next():
+                            ledger.used += 1
+                            bar.update()
+                        ledger.last_work = time.monotonic()
                     elapsed += time.monotonic() - t0
                     self.study.set_user_attr(StudyAttr.ELAPSED_S, elapsed)
                     self._postfix(bar)

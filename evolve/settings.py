@@ -67,8 +67,12 @@ class EvolutionSettings:
     })  # (repair runs whenever a child fails)
     repair: bool = True  # a child that fails to compile, launch or compute goes back once
     tune_per_child: int = 6  # tuning trials each new variant earns while the LLM is proposing
-    max_pending: int = 2  # LLM children waiting for the GPU at most
+    max_pending: int = 2  # LLM children without a result yet (asked, queued, measured) at most, and at
+    # most llm.concurrency: later proposals wait for their outcome (a failed child's repair comes first)
     overlap: bool = True  # LLM calls run while the GPU measures
+    children_per_round: int = 0  # rounds (README: LLM on one machine, GPU on another): role=propose makes
+    # at most this many proposals and exits; role=evaluate measures what is queued and the tuning it
+    # earned, then exits once nothing new comes within idle_wait_s. 0: no rounds
     idle_wait_s: float = 120.0  # role=evaluate: how long to wait for a proposer's children when idle
     proposer_heartbeat_s: float = 5.0  # role=propose: the proposer says it is alive this often ...
     proposer_stale_after_s: float = 60.0  # ... and evaluators count on it while it said so this recently

@@ -108,6 +108,19 @@ def _rdb(url: str) -> RDBStorage:
     return storage
 
 
+def close_storage(storage: BaseStorage) -> None:
+    """Leave the storage complete in its own file: an SQLite database's write-ahead log is folded
+    back into it, so that copying the one file (to another machine, say) copies the whole record."""
+    if not isinstance(storage, RDBStorage):
+        return
+    storage.engine.dispose()
+    path = storage.engine.url.database
+    if storage.engine.dialect.name == "sqlite" and path and path != ":memory:":
+        with contextlib.suppress(sqlite3.OperationalError), contextlib.closing(
+                sqlite3.connect(path, timeout=60)) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
 def _lost_creation_race(exc: Exception) -> bool:
     """Another process wrote the table or the schema version first."""
     return isinstance(exc, IntegrityError) or (

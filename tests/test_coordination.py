@@ -57,6 +57,7 @@ def test_a_silent_trial_is_queued_again_and_a_candidate_that_killed_two_evaluato
     trials = store.study.get_trials(deepcopy=False)
     assert trials[0].user_attrs["status"] == "interrupted" and trials[1].state == TrialState.WAITING
     popped(p)  # another evaluator takes it, and dies too
+    assert p.reap() == 0, "first seen now"
     time.sleep(0.3)
     assert p.reap() == 1
     crashed = store.study.get_trials(deepcopy=False)[-1]
@@ -76,6 +77,28 @@ def test_a_trial_whose_evaluator_beats_is_never_reaped(store: VariantStore) -> N
         time.sleep(0.5)  # more than twice stale_after_s
         assert p.reap() == 0
     assert store.study.get_trials(deepcopy=False)[0].state == TrialState.RUNNING
+
+
+@pytest.mark.parametrize("skew_s", [-3600.0, 3600.0])
+def test_a_heartbeat_is_judged_by_whether_it_changes_not_by_the_time_it_holds(
+        store: VariantStore, monkeypatch: pytest.MonkeyPatch, skew_s: float) -> None:
+    """An evaluator on a machine whose clock is an hour ahead or behind (or a storage copied from
+    one) writes marks that look an hour stale or an hour in the future: a live one is never
+    reaped, a dead one is reaped ``stale_after_s`` after it was first seen."""
+    p = peers(store)
+    queue(p, {"BLOCK": 64})
+    queue(p, {"BLOCK": 128})
+    skewed = time.time
+    monkeypatch.setattr(record.time, "time", lambda: skewed() + skew_s)  # the other machine's clock
+    live, dead = popped(p), popped(p)
+    with alive(store.study, live, every_s=0.05):
+        assert p.reap() == 0, "neither is reaped on sight"
+        time.sleep(0.1)
+        assert p.reap() == 0, "the dead one has not been silent for 0.2 s yet"
+        time.sleep(0.25)
+        assert p.reap() == 1
+    states = {record.trial_id(t): t.state for t in store.study.get_trials(deepcopy=False)}
+    assert states[live] == TrialState.RUNNING and states[dead] == TrialState.FAIL
 
 
 def test_a_twin_is_not_measured_and_does_not_use_up_the_budget(store: VariantStore) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import optuna
@@ -20,6 +21,7 @@ NAIVE = (ROOT / "kernels/softmax/naive.cu").read_text()
 BLOCK_ROW = (ROOT / "kernels/softmax/block_row.cu").read_text()
 TRANSPOSE_TILED = (ROOT / "kernels/transpose/tiled.cu").read_text()
 KEY = "sk-planted-test-key-4f1c9a"
+REPAIR = "## A kernel that failed"  # the heading of evolve/prompts/repair.md
 
 
 @pytest.fixture
@@ -247,3 +249,53 @@ def test_a_failed_child_goes_back_once_with_its_diagnostics(in_tmp: Path, llm_en
     assert study("rep").best_trial.user_attrs["variant"] == ops["repair"][0].user_attrs["variant"]
     blind = [t for t in finished("rep") if t.user_attrs["variant"] == broken_child.user_attrs["variant"]]
     assert len(blind) == 2, "a variant that never worked is tried at most twice"
+
+
+def test_failed_children_are_repaired_before_any_more_blind_proposals(in_tmp: Path, llm_env: None) -> None:
+    """Two calls at once (llm.concurrency=2, evolution.max_pending=2), each answered only once both
+    were asked: both children fail. The next two calls are their repairs, each asked once its
+    child's failure is measured; the fifth, a new mutation, shows both failures. Measuring takes
+    0.2 s a candidate, so the old schedule asked calls 3 and 4 blind while the failed children were
+    still queued or being measured."""
+    answers = ROOT / "tests/llm_answers/softmax"
+    src = {p.stem: p.read_text() for p in answers.glob("*.cu")}
+    both_asked = threading.Barrier(2, timeout=30)
+    blind: list[str] = []
+    lock = threading.Lock()
+
+    def script(r: Request) -> Reply:
+        if REPAIR in r.prompt:  # the wrong one's sum skips each row's last column
+            return Reply(kernel_answer(src["warp_rows" if "cols - 1" in r.prompt else "block_three_pass"]))
+        with lock:
+            blind.append(r.prompt)
+            n = len(blind)
+        if n > 2:
+            return Reply(kernel_answer(BLOCK_ROW))
+        both_asked.wait()
+        return Reply(kernel_answer(src["broken_compile" if n == 1 else "broken_wrong"]))
+
+    recorded = ROOT / "tests/recordings/h200/softmax.jsonl"
+    with OpenAIServer(script) as server:
+        evolve(*softmax_naive_only("order", 30), *llm_args(server, "llm.max_calls=5", "llm.concurrency=2",
+                                                           "llm.timeout_s=30"),
+               "evolution.max_pending=2", "backend.delay_s=0.2", f"backend.recordings=[{recorded}]")
+        prompts = [r.prompt for r in server.requests]
+    assert [REPAIR in p for p in prompts] == [False, False, True, True, False], "fails, then their repairs"
+    assert {"cols - 1" in p for p in prompts[2:4]} == {True, False}, "one repair for each failed child"
+    proposals = sorted((x for x in read(in_tmp / "runs/order/llm.jsonl") if x["kind"] == "proposal"),
+                       key=lambda p: p["index"])
+    failed = {p["child"]: p for p in proposals[:2]}
+    trials = {t.user_attrs["variant_name"]: t for t in sorted(finished("order"), key=lambda t: -t.number)}
+    for p in proposals[2:4]:  # planned only once the failure it repairs was measured
+        assert p["operator"] == "repair" and p["seen"] > trials[failed_child(p, failed)].number
+    assert "## Recent failures" in prompts[4]
+    assert all(f"- {name}: " in prompts[4] for name in failed), "both failures shown to the model"
+    statuses = {trials[name].user_attrs["status"] for name in failed}
+    assert statuses == {"compile_error", "wrong"}
+    repaired = [t for t in finished("order") if t.user_attrs["operator"] == "repair"]
+    assert {t.user_attrs["status"] for t in repaired} == {"ok"} and len(finished("order")) == 30
+
+
+def failed_child(repair: dict, failed: dict[str, dict]) -> str:
+    """The name of the child a repair proposal worked on."""
+    return next(name for name, p in failed.items() if p["variant"] == repair["parents"][0])

@@ -116,10 +116,37 @@ def test_the_budget_counts_what_is_queued_measured_elsewhere_and_on_its_way(stor
     led.inflight = 2
     assert led.budget_full()
     led.inflight = 0
-    assert led.queue_full(max_pending=3), "2 waiting + 1 measured: a proposer has enough children out"
-    assert not led.queue_full(max_pending=4)
+    assert not led.queue_full(max_pending=1), "no LLM child is out: queued tuning does not hold a proposer"
     led.used = 7
-    assert led.queue_full(max_pending=4), "7 + 3 pending: the budget is spoken for"
+    assert led.queue_full(max_pending=1), "7 + 3 pending: the budget is spoken for"
+
+
+def test_a_proposer_waits_for_the_results_of_its_children_not_for_the_queue(store: VariantStore) -> None:
+    """Children count against ``max_pending`` from the moment they are asked for until their first
+    result is in, whether they wait for an evaluator or are being measured."""
+    led = ledger(store)
+    led.add_seeds(SEEDS[:1])
+    led.propose_seed()
+    measure(led, 3.0)
+    led.plan_started()
+    assert led.queue_full(max_pending=1) and not led.queue_full(max_pending=2), "one being asked for"
+    led.plan_ended()
+    child = Variant.parse(SEEDS[1].source, name="mutate-0")
+    store.add(child, operator=Op.MUTATE, parents=[SEEDS[0].id], island=0)
+    with led.lock:
+        led.enqueue(child, child.spec.default, Op.MUTATE, parents=[SEEDS[0].id])
+        led.propose_tune()  # the seed's tuning, queued behind the child: not a child
+    assert led.children_out() == 1 and led.queue_full(max_pending=1)
+    trial = store.study.ask()
+    led.take()
+    assert led.waiting == 1 and led.queue_full(max_pending=1), "taken, not measured: still out"
+    led.observe(finish(store, trial, None, status="compile_error"))
+    assert led.children_out() == 0 and not led.queue_full(max_pending=1), "its result is in"
+    other = ledger(store)  # another process (a proposer elsewhere) sees the same from the record
+    other.add_seeds(SEEDS[:1])
+    other.variants.load()
+    other.restore()
+    assert other.children_out() == 0 and other.repairable[0].vid == child.id
 
 
 def test_restore_and_sync_rebuild_what_another_process_did(store: VariantStore) -> None:

@@ -226,7 +226,6 @@ def test_a_run_answered_through_the_mailbox_measures_its_children_and_replays(in
     answers.mkdir()
     (answers / "1.md").write_text(kernel_answer((ANSWERS / "broken_compile.cu").read_text()))
     (answers / "2.md").write_text(kernel_answer((ANSWERS / "warp_rows.cu").read_text()))
-    (answers / "3.md").write_text(kernel_answer((ANSWERS / "block_three_pass.cu").read_text()))
     (answers / "repair.md").write_text(kernel_answer((ANSWERS / "block_three_pass.cu").read_text()))
     mailbox = in_tmp / "runs/mb/mailbox"
     mailbox.mkdir(parents=True)
@@ -255,16 +254,23 @@ def test_a_run_answered_through_the_mailbox_measures_its_children_and_replays(in
         prompt = (mailbox / f"{n}.prompt.md").read_text()
         assert request["operator"] in prompt and request["answer_format"] in prompt
         assert request["messages"][1]["content"] in prompt
-    # the first child does not compile; whether its repair is asked before the third call depends on
-    # when the GPU measured it (the proposer runs meanwhile): either way, every child is measured
-    ops = ("mutate", "mutate_diff", "repair")
-    children = sorted((t for t in finished("mb") if t.user_attrs["operator"] in ops), key=lambda t: t.number)
-    assert len(children) == 3 and all(t.user_attrs["llm_model"] == "mailbox" for t in children)
-    assert children[0].user_attrs["status"] == "compile_error"
-    assert all(t.user_attrs["status"] == "ok" for t in children[1:])
+    # one request at a time (llm.concurrency=1): each is asked once the child before it is measured,
+    # so the first child's failure comes back as the second request, and the third shows it
+    ops = ("mutate", "mutate_diff", "crossover", "repair")
+    children = sorted((t for t in finished("mb") if t.user_attrs["operator"] in ops and
+                       t.user_attrs.get("llm_model")), key=lambda t: t.number)
+    assert [t.user_attrs["status"] for t in children] == ["compile_error", "ok", "ok"]
+    assert all(t.user_attrs["llm_model"] == "mailbox" for t in children)
+    first, repair, third = (json.loads(p.read_text()) for p in requests)
+    assert first["operator"] in ("mutate", "mutate_diff") and third["operator"] != "repair"
+    assert repair["operator"] == "repair" and children[1].user_attrs["operator"] == "repair"
+    assert repair["parents"] == [{"id": children[0].user_attrs["variant"],
+                                  "name": children[0].user_attrs["variant_name"]}]
+    assert "compile_error" in repair["messages"][1]["content"]
+    assert f"- {children[0].user_attrs['variant_name']}: compile_error: " in third["messages"][1]["content"]
+    assert (answers / "given").read_text() == "2", "two new kernels asked for, and one repair"
     s = study("mb")
-    assert s.best_trial.user_attrs["operator"] in ("mutate", "mutate_diff", "repair", "tune")
-    assert s.best_trial.user_attrs["variant"] in {t.user_attrs["variant"] for t in children}
+    assert s.best_trial.user_attrs["variant"] in {t.user_attrs["variant"] for t in children[1:]}
     assert s.user_attrs["llm_calls"] == 3 and s.user_attrs["llm_prompt_tokens"] > 1000
     assert len(finished("mb")) == 16
 

@@ -56,14 +56,13 @@ def test_the_device_makes_the_values_the_host_makes(dist: str, dtype: str) -> No
     got = cp.asnumpy(dev)
     if dist in INT_VALUED or dist in ("uniform", "ties"):  # integer or correctly rounded float arithmetic
         assert np.array_equal(got, host)
-    else:  # normal: the device's logf/cospif may differ from NumPy's in the last bit
-        same = np.mean(got == host)
+    else:  # normal: the device's logf/cospif differ from NumPy's in the last bits of a float32
         wide_got, wide_host = dtypes.widen(np, got, dtype), dtypes.widen(np, host, dtype)
         tol = dtypes.get(dtype).tolerance
-        assert same > 0.98
-        if tol is not None:
-            atol = 2 * tol.atol * np.abs(wide_host).max()
-            assert np.allclose(wide_got, wide_host, rtol=2 * tol.rtol, atol=atol)
+        if dtypes.get(dtype).itemsize < 4:  # rounded to a narrower format: a last-bit difference rarely shows
+            assert np.mean(got == host) > 0.98
+        rtol = max(1e-5, 2 * tol.rtol if tol is not None else 0.0)
+        assert np.allclose(wide_got, wide_host, rtol=rtol, atol=rtol * np.abs(wide_host).max())
 
 
 @pytest.mark.parametrize("name", ["row_argmax", "bf16_rmsnorm", "histogram"])

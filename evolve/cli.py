@@ -83,6 +83,7 @@ def run(cfg: DictConfig) -> float | None:
     _spawn_as_python_does()
     backend = None if role == Role.propose else create_backend(c.backend)
     stop = "interrupted"
+    storage = None  # opened once the backend has started: a machine without a GPU creates nothing
     try:
         measured_on = None if backend is None else _start(backend, task, target, c)  # no GPU: no storage yet
         storage, artifacts = open_storage(c.storage)
@@ -142,7 +143,8 @@ def run(cfg: DictConfig) -> float | None:
         for p in helpers:
             if p.poll() is None:
                 p.terminate()
-        close_storage(storage)
+        if storage is not None:
+            close_storage(storage)
     if summary is None:
         print(f"{task.name}: no correct candidate yet; see {run_dir}/report.md", file=sys.stderr)
     else:

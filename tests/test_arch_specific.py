@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import hardware_config, task
+from test_check import copy, edit, run
 from test_compile import _nvrtc_or_skip
 
 from evolve.compiler import CompileError, compile_cuda, target_arch
@@ -14,7 +15,8 @@ from evolve.cubin import inspect
 from evolve.errors import SpecError
 from evolve.hardware import named
 from evolve.prompts import Prompts
-from evolve.spec import parse_spec
+from evolve.spec import Variant, parse_spec
+from evolve.tasks import read_task_file
 
 PLAIN = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.f; }'
 HOPPER = '''extern "C" __global__ void k(float* x) {
@@ -56,6 +58,37 @@ def test_the_cubin_cache_keys_on_the_target(tmp_path: Path, monkeypatch: pytest.
     first = {arch: compile_cuda(PLAIN, {}, arch) for arch in ("sm_90", "sm_90a")}
     assert not any(c.cached for c in first.values()) and len(list(tmp_path.glob("*.cubin"))) == 2
     assert all(compile_cuda(PLAIN, {}, arch).cached for arch in first)
+
+
+def test_backend_check_compiles_an_arch_specific_seed_for_sm90a(tmp_path: Path) -> None:
+    """The check compiles as the evaluator does: a Hopper-only seed is refused for sm_90 until its
+    spec asks for sm_90a, and on an A100 the opt-in is one clear problem."""
+    _nvrtc_or_skip()
+    folder = copy("bf16_rmsnorm", tmp_path)
+    seed = folder / "block_row.cu"
+    edit(seed, "    float s = 0.f;\n", '    asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");\n'
+                                      "    float s = 0.f;\n")
+    cfg = read_task_file(folder / "bf16_rmsnorm.yaml")
+    code, lines = run(cfg, compile_all_up_to=2, compile_sample=1)
+    assert code == 1 and any("not supported on .target 'sm_90'" in ln for ln in lines), lines
+    edit(seed, "*/\n", "arch_specific: true\n*/\n")
+    code, lines = run(cfg, compile_all_up_to=2, compile_sample=1)
+    assert code == 0 and "compiled for sm_90 (h200)" in lines[-1], lines
+    code, lines = run(cfg, hardware="a100", compile_all_up_to=2, compile_sample=1)
+    assert code == 1 and any("needs a GPU with an arch-specific target" in ln for ln in lines), lines
+
+
+def test_compile_ahead_prepares_what_the_worker_compiles() -> None:
+    """The GPU backend's compile-ahead key (the cache entry the worker then finds) uses the same
+    target as the worker; nothing is prepared where the GPU has none."""
+    from evolve.backends.cupy_backend import CupyBackend
+
+    backend = CupyBackend({"compile_ahead": 0})
+    plain, hopper = (Variant.parse(SPEC % extra + PLAIN) for extra in ("", "arch_specific: true\n"))
+    backend._arch = "sm_90"
+    assert backend._job(plain, {})[2] == "sm_90" and backend._job(hopper, {})[2] == "sm_90a"
+    backend._arch = "sm_80"
+    assert backend._job(hopper, {}) is None
 
 
 def test_the_prompt_names_tensor_core_peaks_and_the_arch_specific_target() -> None:

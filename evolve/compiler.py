@@ -93,6 +93,21 @@ def check_source(source: str) -> str | None:
     return None
 
 
+def target_arch(arch: str, arch_specific: bool) -> str:
+    """The -arch a variant compiles for on a GPU of ``arch`` (sm_90): the arch-specific target
+    (sm_90a) where its spec asks for one. Its instructions (wgmma, setmaxnreg, ...) exist on that
+    architecture alone, so the cubin runs there and nowhere else; the cubin cache keys on the
+    target, as on every compile option. CompileError where the GPU has no such target (before
+    Hopper)."""
+    if not arch_specific:
+        return arch
+    digits = arch.removeprefix("sm_")
+    if not digits.isdigit() or int(digits) < 90:
+        raise CompileError(f"arch_specific: true needs a GPU with an arch-specific target (sm_90a, on "
+                           f"Hopper, and newer); this one is {arch}")
+    return f"{arch}a"
+
+
 def options(defines: Mapping[str, object], arch: str) -> list[str]:
     return ["--std=c++17", f"-arch={arch}", "-lineinfo", "--ptxas-options=-v",
             *(f"-I{d}" for d in _cuda_include_dirs()),

@@ -17,9 +17,9 @@ from string import Template
 import optuna
 
 from evolve import dtypes
-from evolve.compiler import available_includes
+from evolve.compiler import CompileError, available_includes, target_arch
 from evolve.errors import EvolveError
-from evolve.hardware import Hardware
+from evolve.hardware import PEAKS, Hardware
 from evolve.llm import Messages
 from evolve.metrics import bound, peak_text
 from evolve.paths import PACKAGE_DIR
@@ -94,6 +94,7 @@ class Prompts:
             registers_per_sm=hw.registers_per_sm, shared_per_block=hw.max_shared_per_block,
             l2_mb=round(hw.l2_bytes / 2**20), ceiling_gbps=round(hw.bandwidth_ceiling / 1e9),
             fp32_tflops=round(hw.peak_fp32_flops / 1e12, 1), peak=peak_text(t, hw), bound=bound(t, hw),
+            peaks=_peaks(hw), arch_specific=_arch_specific(hw),
             spec_help=self.t["spec_help"].substitute(size_names=", ".join(timing)),
         ).strip()
 
@@ -170,6 +171,27 @@ class Prompts:
         """The same conversation, with the unusable answer and why it could not be used."""
         return [*messages, {"role": "assistant", "content": answer},
                 {"role": "user", "content": self.t["retry"].substitute(reason=reason).strip()}]
+
+
+def _peaks(hw: Hardware) -> str:
+    """Every compute peak the datasheet gives, so that a kernel can aim at the unit that is fastest
+    for its arithmetic (tensor cores, not only FFMA)."""
+    parts = []
+    for name in PEAKS:
+        if peak := hw.peak(name):
+            parts.append(f"{name.replace('_tensor', ' tensor cores')} {peak / 1e12:.1f} "
+                         f"{'TOP/s' if name.startswith('int') else 'TFLOP/s'}")
+    return ", ".join(parts) or "none known"
+
+
+def _arch_specific(hw: Hardware) -> str:
+    """Where the GPU has an arch-specific target (sm_90a), how a kernel asks for it."""
+    try:
+        target = target_arch(hw.arch, True)
+    except CompileError:
+        return ""
+    return (f" Instructions of {target} alone (wgmma, setmaxnreg, ...) need `arch_specific: true` in the "
+            f"launch spec, which compiles the kernel for {target}.")
 
 
 def _describe_arg(a: Arg) -> str:

@@ -42,3 +42,8 @@ def transpose(xp: Any, x: Arrays, s: Sizes) -> Arrays:
 
 def sgemm(xp: Any, x: Arrays, s: Sizes) -> Arrays:
     return {"c": x["a"] @ x["b"]}
+
+
+def linear(xp: Any, x: Arrays, s: Sizes) -> Arrays:
+    """``torch.nn.functional.linear`` without bias: y[M, N] = x[M, K] @ w[N, K]^T."""
+    return {"y": x["x"] @ x["w"].T}

@@ -15,6 +15,7 @@ A variant is CUDA device code with one header comment ``/*@evolve ... */`` holdi
       BLOCK: {values: [64, 128, 256, 512], default: 256}
     restrictions:                  # must hold for a configuration to be tried
       - BLOCK * UNROLL <= 4096
+    arch_specific: false           # true: compile for the GPU's arch-specific target (sm_90a)
     */
 
 Expressions use :mod:`evolve.expr` over the task's sizes and the tunables. Quote an expression
@@ -92,6 +93,9 @@ class LaunchSpec:
     tunables: tuple[Tunable, ...]
     restrictions: tuple[Expr, ...]
     raw: Mapping[str, Any]
+    # compiled for the arch-specific target of the GPU (sm_90 -> sm_90a), whose instructions
+    # (wgmma, setmaxnreg) run on that architecture alone; see evolve.compiler.target_arch
+    arch_specific: bool = False
 
     @property
     def default(self) -> dict[str, int]:
@@ -183,7 +187,10 @@ def parse_spec(source: str) -> LaunchSpec:
     raw = _load_yaml(text, first_line=source.count("\n", 0, headers[0].start(1)) + 1)
     if not isinstance(raw, dict):
         raise SpecError("launch spec must be a YAML mapping with 'kernels' and 'tunables'")
-    _only_keys(raw, {"kernels", "scratch", "tunables", "restrictions"}, "spec")
+    _only_keys(raw, {"kernels", "scratch", "tunables", "restrictions", "arch_specific"}, "spec")
+    arch_specific = raw.get("arch_specific", False)
+    if not isinstance(arch_specific, bool):
+        raise SpecError("'arch_specific' must be true or false")
 
     tunables = tuple(_tunable(n, t) for n, t in _mapping(raw.get("tunables") or {}, "tunables").items())
     if len(tunables) > MAX_TUNABLES:
@@ -219,7 +226,7 @@ def parse_spec(source: str) -> LaunchSpec:
         raise SpecError(f"search space of {space} configurations times {sum(r.size for r in restr)} "
                         f"restriction terms is too costly to enumerate (limit {MAX_ENUMERATION}); "
                         "use fewer values or simpler restrictions")
-    spec = LaunchSpec(launches, scratch, tunables, restr, raw)
+    spec = LaunchSpec(launches, scratch, tunables, restr, raw, arch_specific)
     try:
         spec.check(spec.default)
     except SpecError as exc:

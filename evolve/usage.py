@@ -178,12 +178,12 @@ class Kernel:
         from evolve.backends.device import device_properties
         from evolve.backends.failure import Fail
         from evolve.backends.loading import Loaded
-        from evolve.compiler import CompileError, compile_cuda
+        from evolve.compiler import CompileError, compile_cuda, target_arch
         from evolve.hardware import from_device
 
         hw = from_device(device_properties(device))
         try:
-            cubin = compile_cuda(self.source, {}, hw.arch).cubin
+            cubin = compile_cuda(self.source, {}, target_arch(hw.arch, self.variant.spec.arch_specific)).cubin
             return Loaded(cubin, {}, hw), hw
         except CompileError as exc:
             raise RuntimeError(f"{self.path} does not compile for {hw.arch}: {exc}") from None

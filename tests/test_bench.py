@@ -231,13 +231,14 @@ def test_gpu_sections_without_a_gpu_say_so_in_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("task_name", ["softmax", "sgemm"])
+@pytest.mark.parametrize("task_name", ["softmax", "sgemm", "bgemm"])
 def test_torch_peers_compute_the_task_in_each_compile_mode(task_name: str) -> None:
     """Each torch.compile mode asked for is its own peer, and every peer computes the task: the
     speed table times only what matches the float64 reference."""
     pytest.importorskip("torch")
     import cupy as cp
 
+    from evolve import dtypes
     from evolve.bench.peers import torch_peers
     from evolve.bench.speed import check
     from evolve.task import builtin_task
@@ -246,12 +247,37 @@ def test_torch_peers_compute_the_task_in_each_compile_mode(task_name: str) -> No
     sizes = task.correctness_sizes[2]
     inputs = task.make_inputs(cp, sizes, seed=1)
     refs = task.expected(cp, inputs, sizes)
-    outputs = {a.name: cp.empty(task.shape(a, sizes), a.dtype) for a in task.outputs}
+    outputs = {a.name: cp.empty(task.shape(a, sizes), dtypes.storage(a.dtype)) for a in task.outputs}
     modes = ["default", "max-autotune-no-cudagraphs"]
-    peers = torch_peers(task.name, {**inputs, **outputs}, modes)
+    peers = torch_peers(task, {**inputs, **outputs}, modes)
     assert set(peers) == {"torch", *(f"torch.compile ({m})" for m in modes)}
     for name, fn in peers.items():
         assert check(task, sizes, fn, outputs, refs) is None, name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("task_name", ["vector_add", "reduce_sum", "softmax", "layernorm", "transpose",
+                                       "sgemm", "hgemm", "bgemm"])
+def test_the_triton_peer_computes_the_task(task_name: str) -> None:
+    """The Triton peer, autotuned on its first call, matches the float64 reference (the CPU suite runs
+    every configuration under Triton's interpreter; this is the compiled kernel on the GPU)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    import cupy as cp
+
+    from evolve import dtypes
+    from evolve.bench.peers import triton_peers
+    from evolve.bench.speed import check
+    from evolve.task import builtin_task
+
+    task = builtin_task(task_name)
+    for sizes in (task.correctness_sizes[-2], task.timing_sizes[0]):
+        inputs = task.make_inputs(cp, sizes, seed=2)
+        refs = task.expected(cp, inputs, sizes)
+        outputs = {a.name: cp.empty(task.shape(a, sizes), dtypes.storage(a.dtype)) for a in task.outputs}
+        peers = triton_peers(task, {**inputs, **outputs})
+        assert list(peers) == ["Triton"]
+        assert check(task, sizes, peers["Triton"], outputs, refs) is None, sizes
 
 
 @pytest.mark.gpu

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 from conftest import TASKS, hardware_config, task, task_config
 
+from evolve import dtypes
 from evolve.correctness import admit, compare, trivial_outputs, unwritten_fill
 from evolve.errors import EvolveError, SpecError
 from evolve.hardware import named
@@ -43,12 +44,13 @@ def test_inputs_are_fresh_per_seed_signed_and_reproducible(name: str) -> None:
     t = task(name)
     sizes = t.correctness_sizes[-1]
     a, b, c = (t.make_inputs(np, sizes, s) for s in (1, 1, 2))
+    kinds = {arg.name: arg.dtype for arg in t.inputs}
     for k in a:
         assert np.array_equal(a[k], b[k])
         assert not np.array_equal(a[k], c[k])
-        assert a[k].dtype == np.float32
-    x = np.concatenate([v.ravel() for v in a.values()])
-    assert x.std() > 0.1
+        assert a[k].dtype == dtypes.storage(kinds[k])
+    x = np.concatenate([dtypes.widen(np, v, kinds[k]).ravel() for k, v in a.items()])
+    assert x.std() > 0.1 and x.min() < 0 < x.max()
 
 
 def test_admission_refuses_a_task_a_trivial_kernel_passes() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from evolve import dtypes
-from evolve.compiler import CompileError, compile_cuda, first_error
+from evolve.compiler import CompileError, compile_cuda, first_error, target_arch
 from evolve.correctness import admit
 from evolve.cubin import CubinError, inspect
 from evolve.errors import EvolveError, SpecError, describe
@@ -190,9 +190,10 @@ def _plan(task: Task, hw: Hardware, v: Variant, configs: list[dict[str, int]], l
     return len(configs)
 
 
-def _compile_one(source: str, defines: dict[str, Any], arch: str) -> tuple[bytes | None, str]:
+def _compile_one(source: str, defines: dict[str, Any], arch: str,
+                 arch_specific: bool) -> tuple[bytes | None, str]:
     try:
-        return compile_cuda(source, defines, arch).cubin, ""
+        return compile_cuda(source, defines, target_arch(arch, arch_specific)).cubin, ""
     except CompileError as exc:
         return None, first_error(str(exc))
     except EvolveError as exc:
@@ -202,7 +203,7 @@ def _compile_one(source: str, defines: dict[str, Any], arch: str) -> tuple[bytes
 def _compile(task: Task, hw: Hardware, work: list[tuple[str, Variant, dict[str, int]]],
              jobs: int) -> list[tuple[str, dict[str, int], str]]:
     """Compile each (seed, configuration); check the kernels' parameters against the plans."""
-    args = [(v.source, {**cfg, **dict(task.defines)}, hw.arch) for _, v, cfg in work]
+    args = [(v.source, {**cfg, **dict(task.defines)}, hw.arch, v.spec.arch_specific) for _, v, cfg in work]
     if jobs > 1 and len(args) > 1:
         with ProcessPoolExecutor(min(jobs, len(args)), mp_context=get_context("spawn")) as pool:
             results = list(pool.map(_compile_one, *zip(*args, strict=True)))

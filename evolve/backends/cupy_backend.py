@@ -11,6 +11,7 @@ from typing import Any
 
 from evolve.backends.ahead import CompileAhead
 from evolve.backends.worker import STARTUP_TIMEOUT_S, Worker, WorkerDied, WorkerTimeout
+from evolve.compiler import CompileError, target_arch
 from evolve.hardware import Hardware, check_device, from_device
 from evolve.measurement import Measurement, Status
 from evolve.spec import Variant
@@ -42,22 +43,27 @@ class CupyBackend:
         return hw
 
     def prefetch(self, variant: Variant, tunables: Mapping[str, int]) -> None:
-        if self.ahead is not None and self._arch:
-            self.ahead.submit(*self._job(variant, tunables))
+        if self.ahead is not None and self._arch and (job := self._job(variant, tunables)):
+            self.ahead.submit(*job)
 
     def prepares(self) -> int:
         return self.ahead.processes if self.ahead is not None else 0
 
-    def _job(self, variant: Variant, tunables: Mapping[str, int]) -> tuple[str, dict[str, Any], str]:
-        """What the worker compiles for this candidate (the compile cache's key)."""
-        return variant.source, {**tunables, **self._defines}, self._arch
+    def _job(self, variant: Variant, tunables: Mapping[str, int]) -> tuple[str, dict[str, Any], str] | None:
+        """What the worker compiles for this candidate (the compile cache's key); None where it
+        cannot be compiled here (the worker says why)."""
+        try:
+            arch = target_arch(self._arch, variant.spec.arch_specific)
+        except CompileError:
+            return None
+        return variant.source, {**tunables, **self._defines}, arch
 
     def evaluate(self, variant: Variant, tunables: Mapping[str, int],
                  sizes: list[dict[str, int]]) -> Measurement:
         waited = 0.0  # on a helper compiling this candidate: compile time too
-        if self.ahead is not None:
+        if self.ahead is not None and (job := self._job(variant, tunables)):
             start = time.perf_counter()
-            self.ahead.wait(*self._job(variant, tunables))
+            self.ahead.wait(*job)
             waited = time.perf_counter() - start
         payload = {"source": variant.source, "tunables": dict(tunables), "sizes": sizes}
         try:

@@ -22,7 +22,7 @@ from evolve.backends.device import measure_ceilings
 from evolve.backends.failure import Fail
 from evolve.backends.loading import Loaded
 from evolve.backends.timing import L2Flush, TimingSettings, time_at
-from evolve.compiler import CompileError, SourceRejected, compile_cuda, first_error
+from evolve.compiler import CompileError, SourceRejected, compile_cuda, first_error, target_arch
 from evolve.errors import EvolveError, SpecError
 from evolve.hardware import Hardware
 from evolve.measurement import Measurement, Status
@@ -48,8 +48,8 @@ class GpuEvaluator:
         resources: dict[str, dict[str, float]] = {}
         log = ""
         try:
-            _, plans = self._plan(source, tunables, [*self.task.correctness_sizes, *timing_sizes])
-            cubin, log = self._compile(source, tunables)
+            variant, plans = self._plan(source, tunables, [*self.task.correctness_sizes, *timing_sizes])
+            cubin, log = self._compile(variant, tunables)
             if on_compiled is not None:
                 on_compiled()
             compiled_s = time.perf_counter() - t0
@@ -78,9 +78,9 @@ class GpuEvaluator:
         """One call of a kernel on the caller's buffers, for a benchmark that times it side by
         side with other implementations (trusted kernels only: this runs in the caller)."""
         try:
-            _, plans = self._plan(source, tunables, [sizes])
+            variant, plans = self._plan(source, tunables, [sizes])
             plan = plans[size_label(sizes)]
-            loaded = Loaded(self._compile(source, tunables)[0], plans, self.hw)
+            loaded = Loaded(self._compile(variant, tunables)[0], plans, self.hw)
         except Fail as f:
             raise EvolveError(f.reason.splitlines()[0]) from None
         args = {**bufs, **buffers.plain_scratch(plan)}
@@ -105,9 +105,10 @@ class GpuEvaluator:
                 raise Fail(Status.LAUNCH_ERROR, f"at {size_label(s)}: {exc}") from None
         return variant, plans
 
-    def _compile(self, source: str, tunables: Mapping[str, int]) -> tuple[bytes, str]:
+    def _compile(self, variant: Variant, tunables: Mapping[str, int]) -> tuple[bytes, str]:
         try:
-            compiled = compile_cuda(source, {**tunables, **dict(self.task.defines)}, self.hw.arch)
+            arch = target_arch(self.hw.arch, variant.spec.arch_specific)
+            compiled = compile_cuda(variant.source, {**tunables, **dict(self.task.defines)}, arch)
         except SourceRejected as exc:
             raise Fail(Status.REJECTED, first_error(str(exc))) from None
         except CompileError as exc:

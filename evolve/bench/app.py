@@ -1,5 +1,5 @@
 """The ``evolve-bench`` command (Hydra app, configuration in ``conf-bench/``): kernel speed
-against PyTorch, torch.compile and CuPy/cuBLAS; search efficiency against Kernel Tuner on
+against PyTorch, torch.compile, CuPy/cuBLAS and Triton; search efficiency against Kernel Tuner on
 recorded spaces; evaluator throughput. Writes results.json, results.md and PNG plots."""
 
 from __future__ import annotations

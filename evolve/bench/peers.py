@@ -1,8 +1,10 @@
-"""What a GPU engineer would otherwise use for each built-in task: PyTorch eager,
-``torch.compile`` and CuPy/cuBLAS. Each peer is a callable on the benchmark's own buffers
-(shared with PyTorch through DLPack) that returns its output, so it is checked against the
-task's float64 reference before it is timed. fp32 stays fp32: TF32 is switched off in PyTorch
-and CuPy, so no side uses tensor cores."""
+"""What a GPU engineer would otherwise use for each built-in task: PyTorch eager (cuBLAS for the
+matrix products), ``torch.compile``, CuPy/cuBLAS and a Triton kernel written for it
+(``evolve.bench.triton_kernels``, autotuned). Each peer is a callable on the benchmark's own buffers
+(shared with PyTorch through DLPack, bfloat16's bits viewed as bfloat16) that writes or returns
+the output, so it is checked against the task's float64 reference before it is timed. Every side
+computes what the task asks: fp32 stays fp32 (TF32 off in PyTorch and CuPy), and half-precision
+products are accumulated in fp32 (PyTorch's reduced-precision reductions off)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from evolve.task import Task
 
 log = logging.getLogger(__name__)
 Peer = Callable[[], Any]
@@ -22,10 +26,24 @@ _TORCH: dict[str, Callable[..., Any]] = {
     "layernorm": lambda t, x, gamma, beta: t.nn.functional.layer_norm(x, (x.shape[1],), gamma, beta, 1e-5),
     "transpose": lambda t, x: x.t().contiguous(),
     "sgemm": lambda t, a, b: t.matmul(a, b),
+    "hgemm": lambda t, x, w: t.nn.functional.linear(x, w),
+    "bgemm": lambda t, x, w: t.nn.functional.linear(x, w),
 }
 
 
-def torch_peers(task: str, arrays: Mapping[str, Any], compile_modes: Sequence[str]) -> dict[str, Peer]:
+def tensors(task: Task, arrays: Mapping[str, Any]) -> dict[str, Any]:
+    """The benchmark's CuPy arrays as PyTorch tensors over the same memory, in the task's dtypes."""
+    import torch
+
+    out = {}
+    for arg in task.args:
+        arr = arrays[arg.name]
+        out[arg.name] = (torch.from_dlpack(arr.view("int16")).view(torch.bfloat16) if arg.dtype == "bfloat16"
+                         else torch.from_dlpack(arr))
+    return out
+
+
+def torch_peers(task: Task, arrays: Mapping[str, Any], compile_modes: Sequence[str]) -> dict[str, Peer]:
     """``torch`` (eager, into the task's output buffer where PyTorch has an ``out=``) and one
     ``torch.compile (<mode>)`` per mode. A peer that fails to build is left out with a warning:
     the table says it is missing."""
@@ -34,19 +52,23 @@ def torch_peers(task: str, arrays: Mapping[str, Any], compile_modes: Sequence[st
     except ImportError:
         log.warning("PyTorch is not installed: no torch peers")
         return {}
-    if task not in _TORCH:
+    if task.name not in _TORCH:
         return {}
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     torch.set_float32_matmul_precision("highest")
-    t = {k: torch.from_dlpack(v) for k, v in arrays.items()}
-    fn = _TORCH[task]
+    t = tensors(task, arrays)
+    fn = _TORCH[task.name]
     names = list(fn.__code__.co_varnames[1:fn.__code__.co_argcount])
     ins = [t[n] for n in names]
     eager = {
         "vector_add": lambda: torch.add(t["a"], t["b"], out=t["c"]),
         "sgemm": lambda: torch.matmul(t["a"], t["b"], out=t["c"]),
-    }.get(task, lambda: fn(torch, *ins))
+    }.get(task.name, lambda: fn(torch, *ins))
+    if task.name in ("hgemm", "bgemm"):
+        eager = lambda: torch.matmul(t["x"], t["w"].t(), out=t["y"])  # noqa: E731 (F.linear has no out=)
     out: dict[str, Peer] = {"torch": eager}
     for mode in compile_modes:
         try:
@@ -55,12 +77,29 @@ def torch_peers(task: str, arrays: Mapping[str, Any], compile_modes: Sequence[st
             torch.cuda.synchronize()
             out[f"torch.compile ({mode})"] = lambda compiled=compiled: compiled(*ins)
         except Exception as exc:  # inductor or Triton missing or failing: say so, go on
-            log.warning("torch.compile(mode=%s) failed on %s: %s", mode, task, str(exc).splitlines()[0])
+            log.warning("torch.compile(mode=%s) failed on %s: %s", mode, task.name, str(exc).splitlines()[0])
     return out
 
 
-def cupy_peers(task: str, arrays: Mapping[str, Any]) -> dict[str, Peer]:
-    """CuPy's own routines (cuBLAS for the matrix product, CUB for the sum)."""
+def triton_peers(task: Task, arrays: Mapping[str, Any]) -> dict[str, Peer]:
+    """"Triton": the task's kernel of ``evolve.bench.triton_kernels``, autotuned on its first call
+    (the check, before any timing). Left out with a warning where Triton or PyTorch is missing."""
+    try:
+        import torch
+
+        from evolve.bench import triton_kernels
+    except ImportError as exc:
+        log.warning("no Triton peer (%s)", exc)
+        return {}
+    if task.name not in triton_kernels.TASKS:
+        return {}
+    t = tensors(task, arrays)
+    t["partial"] = torch.empty(triton_kernels.REDUCE_PROGRAMS, dtype=torch.float32, device="cuda")
+    return {"Triton": lambda: triton_kernels.launch(task.name, t)}
+
+
+def cupy_peers(task: Task, arrays: Mapping[str, Any]) -> dict[str, Peer]:
+    """CuPy's own routines (cuBLAS for the matrix products CuPy has types for, CUB for the sum)."""
     import cupy as cp
 
     os.environ.pop("CUPY_TF32", None)  # read by CuPy at each matmul: keep fp32 math
@@ -70,8 +109,9 @@ def cupy_peers(task: str, arrays: Mapping[str, Any]) -> dict[str, Peer]:
         "reduce_sum": ("cupy", lambda: cp.sum(a["x"], out=a["out"].reshape(()))),
         "transpose": ("cupy", lambda: cp.copyto(a["out"], a["x"].T)),
         "sgemm": ("cuBLAS (cupy.matmul)", lambda: cp.matmul(a["a"], a["b"], out=a["c"])),
+        "hgemm": ("cuBLAS (cupy.matmul)", lambda: cp.matmul(a["x"], a["w"].T, out=a["y"])),
     }
-    if task not in table:
+    if task.name not in table:
         return {}
-    name, fn = table[task]
+    name, fn = table[task.name]
     return {name: fn}

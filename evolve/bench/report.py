@@ -112,6 +112,10 @@ def targets(r: dict[str, Any]) -> list[str]:
                 frac = rows[blas]["ms"] / found["ms"]
                 out.append(f"sgemm: {100 * frac:.1f}% of cuBLAS fp32 (>= 80), {found['tflops']:.1f} TFLOP/s"
                            + (" — met" if frac >= 0.8 else " — NOT MET"))
+        elif task in ("hgemm", "bgemm") and "torch" in rows:  # torch.matmul: cuBLAS, fp32 accumulation
+            frac = rows["torch"]["ms"] / found["ms"]
+            out.append(f"{task}: {100 * frac:.1f}% of cuBLAS (torch.matmul) at {s['size']} (>= 90), "
+                       f"{found['tflops']:.1f} TFLOP/s" + (" — met" if frac >= 0.9 else " — NOT MET"))
     eff = r.get("efficiency")
     if eff:
         for space, res in eff["spaces"].items():

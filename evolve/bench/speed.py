@@ -14,9 +14,11 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 
-from evolve.bench.peers import cupy_peers, torch_peers
+from evolve import dtypes
+from evolve.bench.peers import cupy_peers, torch_peers, triton_peers
 from evolve.bench.throughput import throughput
 from evolve.bench.timer import TimerSettings, time_side_by_side
 from evolve.errors import EvolveError
@@ -62,7 +64,7 @@ def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_modes: 
     sizes = task.timing_sizes[0]
     inputs = task.make_inputs(cp, sizes, seed=20261129)
     refs = task.expected(cp, inputs, sizes)
-    outputs = {a.name: cp.empty(task.shape(a, sizes), a.dtype) for a in task.outputs}
+    outputs = {a.name: cp.empty(task.shape(a, sizes), dtypes.storage(a.dtype)) for a in task.outputs}
     arrays = {**inputs, **outputs}
     ev = GpuEvaluator(task, hw, TimingSettings(), secret=int.from_bytes(os.urandom(8), "little") >> 1)
 
@@ -76,7 +78,8 @@ def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_modes: 
     tun = {k: int(v) for k, v in best["tunables"].items()}
     found_name = f"cuda-evolve: {found.name} " + " ".join(f"{k}={v}" for k, v in tun.items())
     impls[found_name] = ("found", ev.launcher(found.source, tun, sizes, arrays))
-    peers = {**torch_peers(task.name, arrays, compile_modes), **cupy_peers(task.name, arrays)}
+    peers = {**torch_peers(task, arrays, compile_modes), **triton_peers(task, arrays),
+             **cupy_peers(task, arrays)}
     impls |= {name: ("peer", fn) for name, fn in peers.items()}
 
     rows, timed = [], {}
@@ -89,6 +92,7 @@ def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_modes: 
             log.warning("%s on %s: %s", name, task.name, reason)
     stats = time_side_by_side(timed, hw.l2_bytes, timer)
     nbytes, flops = task.bytes(sizes), task.flops(sizes)
+    peak = 0.0 if task.peak == "memory" else hw.peak(task.peak)  # the task's (fp16 tensor cores, ...)
     for r in rows:
         st = stats.get(r["name"])
         if st is None:
@@ -97,7 +101,7 @@ def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_modes: 
         r.update(ms=t * 1e3, iqr_ms=st.iqr_s * 1e3, samples=st.n, gbps=nbytes / t / 1e9,
                  tflops=flops / t / 1e12, pct_ceiling=100 * nbytes / t / hw.bandwidth_ceiling,
                  pct_copy=100 * nbytes / t / hw.copy_bandwidth_bps if hw.copy_bandwidth_bps else None,
-                 pct_fp32_peak=100 * flops / t / hw.peak_fp32_flops if hw.peak_fp32_flops else None)
+                 pct_peak=100 * flops / t / peak if peak else None)
     t_found = stats[found_name].median_s if found_name in stats else None
     speedups = {r["name"]: stats[r["name"]].median_s / t_found
                 for r in rows if r["kind"] != "found" and r["name"] in stats and t_found}
@@ -107,20 +111,27 @@ def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_modes: 
 
 def check(task: Task, sizes: Mapping[str, int], fn: Callable[[], Any], outputs: Mapping[str, Any],
           refs: Mapping[str, Any]) -> str | None:
-    """Why `fn` does not compute the task (None: it does). It writes `outputs` (cleared to NaN
-    first) or returns its output; a peer that cannot run the task is reported, not fatal."""
+    """Why `fn` does not compute the task (None: it does). It writes `outputs` (filled first with
+    what the evaluator fills them with: NaN, NaN's bits for bfloat16) or returns its output (a
+    bfloat16 tensor as its bits); a peer that cannot run the task is reported, not fatal."""
     import cupy as cp
 
     from evolve.correctness import compare_all
 
-    for o in outputs.values():
-        o.fill(float("nan"))
+    fills = {a.name: dtypes.unwritten(a.dtype, np.random.default_rng(0)) for a in task.outputs}
+    for a in task.outputs:
+        outputs[a.name].fill(fills[a.name])
     try:
         got = fn()
         cp.cuda.Device().synchronize()
+        out = task.outputs[0]
+        if got is not None and out.dtype == "bfloat16":  # CuPy has no bfloat16: pass its bits
+            import torch
+
+            got = got.view(torch.int16)
         made = outputs if got is None else {
-            task.outputs[0].name: cp.from_dlpack(got).reshape(task.shape(task.outputs[0], sizes))}
-        return compare_all(cp, task, made, refs)
+            out.name: cp.from_dlpack(got).view(dtypes.storage(out.dtype)).reshape(task.shape(out, sizes))}
+        return compare_all(cp, task, made, refs, fills)
     except Exception as exc:
         return f"failed: {str(exc).splitlines()[0]}"
 

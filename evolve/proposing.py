@@ -283,23 +283,43 @@ class ProposerProcess:
 
     def _propose(self, rounds: int) -> tuple[str, str, int]:
         """Propose until a budget is spent or, in rounds, the round is over: why, the state to
-        leave in, and the proposals made."""
-        ledger, made = self.ledger, 0
-        while True:
-            self.peers.pull()
-            if self.proposer.spent():
-                return str(self.proposer.stopped), DONE, made
-            if ledger.used >= ledger.s.n_trials:
-                return "budget", DONE, made
+        leave in, and the proposals made. Up to ``llm.concurrency`` requests wait at once (a
+        round's proposals need no result of each other: a mailbox or slow endpoint answers them
+        side by side)."""
+        ledger, made, ends = self.ledger, [0], []
+
+        def next_plan() -> tuple[Plan | None, tuple[str, str] | None]:
             with ledger.lock:
-                full = (rounds and made >= rounds) or ledger.queue_full(rounds or self.proposer.limit)
+                self.peers.pull()
+                if self.proposer.spent():
+                    return None, (str(self.proposer.stopped), DONE)
+                if ledger.used >= ledger.s.n_trials:
+                    return None, ("budget", DONE)
+                full = (rounds and made[0] >= rounds) or ledger.queue_full(rounds or self.proposer.limit)
                 plan = None if full else self.proposer.plan()
-            if plan is None and rounds:
-                return "round", AWAY, made
-            if plan is None:
-                time.sleep(PROPOSER_POLL_S)
-                continue
-            outcome = self.proposer.ask(plan)
-            with ledger.lock:
-                self.proposer.commit(plan, *outcome)
-            made += 1
+                if plan is None:
+                    return None, ("round", AWAY) if rounds else None
+                made[0] += 1
+                return plan, None
+
+        def propose() -> None:
+            while True:
+                plan, end = next_plan()
+                if end is not None:
+                    ends.append(end)
+                    return
+                if plan is None:
+                    time.sleep(PROPOSER_POLL_S)
+                    continue
+                outcome = self.proposer.ask(plan)
+                with ledger.lock:
+                    self.proposer.commit(plan, *outcome)
+
+        threads = [threading.Thread(target=propose, daemon=True, name=f"evolve-proposer-{i}")
+                   for i in range(self.proposer.threads)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        reason, state = next((e for e in ends if e[1] == DONE), ends[0])
+        return reason, state, made[0]

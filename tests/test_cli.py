@@ -101,7 +101,7 @@ def test_without_a_gpu_or_cupy_the_advice_is_the_replay_too(in_tmp: Path) -> Non
     (("search.n_trials=abc",), "search.n_trials=abc: Value 'abc' of type 'str' could not be converted"),
     (("role=foo",), "expected one of [all, propose, evaluate]"),
     (("evolution.prompts.mutate=x.md",), "(+evolution.prompts.mutate=x.md adds it)"),
-    (("task=nosuch",), "unknown task 'nosuch': built-in tasks: layernorm"),
+    (("task=nosuch",), "unknown task 'nosuch': built-in tasks: bgemm, hgemm, layernorm"),
     (("llm.max_calls=-",), "llm.max_calls"),
     (("workers=two", "backend=replay", "hardware=h200", "llm=none"), "workers must be a number or auto"),
 ])

@@ -232,3 +232,48 @@ def test_a_candidate_a_killed_evaluator_left_is_measured_in_the_next_round(
     assert len(again) == 1, "measured in this run, once"
     assert not [t for t in trials if t.state in (TrialState.WAITING, TrialState.RUNNING)]
     assert _stop(in_tmp) == "idle" and len([t for t in trials if counts_toward_budget(t)]) == 3
+
+
+def test_a_rounds_requests_wait_side_by_side_up_to_the_llm_concurrency(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round's proposals need no result of each other: with ``llm.concurrency=3`` its three
+    requests are all in the mailbox before the first is answered (one at a time, a round of slow
+    answers took three times as long), and each is taken once."""
+    import threading
+
+    gpu, laptop = tmp_path / "gpu", tmp_path / "laptop"
+    gpu.mkdir(), laptop.mkdir()
+    common = [*softmax_naive_only("rr", N_TRIALS), "evolution.children_per_round=3"]
+    monkeypatch.chdir(gpu)
+    evolve(*common, "role=evaluate", "llm=none", f"backend.recordings=[{RECORDED}]",
+           "evolution.idle_wait_s=0")
+    copy(gpu, laptop, "runs/evolve.db")
+    mailbox = laptop / "runs/rr/mailbox"
+    seen_open: list[int] = []
+    stop = threading.Event()
+
+    def answer() -> None:
+        deadline = time.monotonic() + 20
+        while not stop.is_set():
+            open_ = [p for p in mailbox.glob("*.request.json") if not p.with_name(
+                p.name.replace("request.json", "answer.done")).exists()]
+            if len(open_) >= 3 or (open_ and time.monotonic() > deadline):
+                seen_open.append(len(open_))
+                for p in open_:
+                    p.with_name(p.name.replace("request.json", "answer.md")).write_text(
+                        kernel_answer(ANSWERS["warp_rows"]))
+                    p.with_name(p.name.replace("request.json", "answer.done")).touch()
+            time.sleep(0.02)
+
+    th = threading.Thread(target=answer, daemon=True)
+    th.start()
+    try:
+        monkeypatch.chdir(laptop)
+        evolve(*common, "role=propose", "llm=mailbox", "llm.concurrency=3", "evolution.max_pending=3",
+               "llm.poll_s=0.02", "llm.timeout_s=60")
+    finally:
+        stop.set()
+        th.join(timeout=10)
+    assert seen_open and seen_open[0] == 3, seen_open
+    assert sorted(p.name for p in mailbox.glob("*.taken")) == ["0001.taken", "0002.taken", "0003.taken"]
+    assert _stop(laptop) == "round" and load(laptop, "runs/evolve.db").user_attrs["llm_calls"] == 3

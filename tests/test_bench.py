@@ -40,6 +40,32 @@ def test_run_search_returns_the_best_kernel_and_its_throughput(tmp_path: Path) -
 
 
 
+def test_an_evolved_run_is_timed_beside_its_seeds_tuned_alone(tmp_path: Path) -> None:
+    """speed.runs: the run's best kernel and the run's own seeds (not the task's) tuned under the
+    bench's budget, each launchable from its best.cu with its tunables; a run of another task or
+    an unfinished one is one clear error."""
+    from evolve.bench.speed import evolved
+    from evolve.errors import EvolveError
+    from evolve.spec import Variant
+
+    found = run_search("transpose", tmp_path / "evolve", 8, "random",
+                       [*REPLAY, f"task.seeds=[{ROOT / 'kernels/transpose/naive.cu'}]"], name="ev")
+    run_dir = tmp_path / "evolve/runs/ev"
+    task = builtin_task("transpose")
+    rows = evolved(task, run_dir, tmp_path / "bench", 6, "random", REPLAY)
+    assert [kind for kind, _, _ in rows.values()] == ["evolved", "seed tuned"]
+    (ev_name, (_, ev_src, ev_tun)), (alone_name, (_, alone_src, alone_tun)) = rows.items()
+    assert ev_name.startswith("evolved (ev): naive") and ev_tun == found["best"]["tunables"]
+    assert alone_name.startswith("naive tuned alone (6 trials)")  # the run's one seed, not tiled/vectorized
+    for src, tun in ((ev_src, ev_tun), (alone_src, alone_tun)):
+        space = {tu.name: tu.values for tu in Variant.parse(src, name="x").spec.tunables}
+        assert set(tun) == set(space) and all(v in space[k] for k, v in tun.items())
+    with pytest.raises(EvolveError, match="is a run of transpose, not softmax"):
+        evolved(builtin_task("softmax"), run_dir, tmp_path / "bench", 6, "random", REPLAY)
+    with pytest.raises(EvolveError, match="is not a finished evolve run"):
+        evolved(task, tmp_path / "nothing", tmp_path / "bench", 6, "random", REPLAY)
+
+
 def test_kernel_tuner_gets_the_whole_device_uuid(monkeypatch: pytest.MonkeyPatch) -> None:
     """CuPy cuts the UUID at its first zero byte; Kernel Tuner parses 16 bytes. The stand-in for
     the driver call is the only fake: what is checked is the padding around it."""

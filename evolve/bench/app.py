@@ -67,7 +67,8 @@ def _speed(c: dict[str, Any], out: Path) -> Iterator[tuple[str, dict[str, Any]]]
 
     s = c["speed"]
     yield from kernel_speed(list(s["tasks"]), out, _hardware(), int(s["budget"]), str(s["sampler"]),
-                            list(s["compile_modes"]), TimerSettings(**s["timer"]), list(s["overrides"]))
+                            list(s["compile_modes"]), TimerSettings(**s["timer"]), list(s["overrides"]),
+                            dict(s["runs"]))
 
 
 def _efficiency(e: dict[str, Any], out: Path) -> dict[str, Any]:

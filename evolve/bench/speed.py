@@ -53,9 +53,11 @@ def run_search(task: str, out: Path, budget: int, sampler: str, overrides: list[
 
 
 def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_modes: list[str],
-                 timer: TimerSettings) -> dict[str, Any]:
+                 timer: TimerSettings, extra: Mapping[str, tuple[str, str, dict[str, int]]] | None = None
+                 ) -> dict[str, Any]:
     """Every implementation of the task at its timing size on the same inputs: checked, then
-    timed interleaved. Rows carry time, IQR, throughput and the fraction of the ceilings."""
+    timed interleaved. Rows carry time, IQR, throughput and the fraction of the ceilings.
+    ``extra``: more kernels, name -> (kind, source, tunables), e.g. an evolved run's best."""
     import cupy as cp
 
     from evolve.backends.gpu import GpuEvaluator
@@ -76,8 +78,10 @@ def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_modes: 
     if found is None:
         raise EvolveError("the bench times seeds and their tunings only; the best kernel is not a seed")
     tun = {k: int(v) for k, v in best["tunables"].items()}
-    found_name = f"cuda-evolve: {found.name} " + " ".join(f"{k}={v}" for k, v in tun.items())
+    found_name = f"cuda-evolve: {found.name} " + _tunables(tun)
     impls[found_name] = ("found", ev.launcher(found.source, tun, sizes, arrays))
+    for name, (kind, source, tunables) in (extra or {}).items():
+        impls[name] = (kind, ev.launcher(source, tunables, sizes, arrays))
     peers = {**torch_peers(task, arrays, compile_modes), **triton_peers(task, arrays),
              **cupy_peers(task, arrays)}
     impls |= {name: ("peer", fn) for name, fn in peers.items()}
@@ -136,16 +140,63 @@ def check(task: Task, sizes: Mapping[str, int], fn: Callable[[], Any], outputs: 
         return f"failed: {str(exc).splitlines()[0]}"
 
 
+def evolved(task: Task, run_dir: Path, out: Path, budget: int, sampler: str,
+            overrides: list[str]) -> dict[str, tuple[str, str, dict[str, int]]]:
+    """An evolve run's best kernel, and the run's own seeds tuned without an LLM under the bench's
+    budget: what the LLM added over tuning alone. Each is launched from its best.cu, whose
+    tunables and defines are baked in as the same #defines the launch passes."""
+    best = _finished(run_dir, task)
+    seeds = [str(s) for s in best["task_config"]["seeds"]]
+    name = f"{task.name}-{sampler}-{budget}-{best['run']}-seeds"
+    run_search(task.name, out, budget, sampler, [*overrides, f"task.seeds=[{','.join(seeds)}]"], name=name)
+    alone_dir = out / "runs" / name
+    alone = _finished(alone_dir, task)
+    rows = {}
+    for label, kind, b, d in (
+            (f"evolved ({best['run']}): {best['variant']['name']}", "evolved", best, run_dir),
+            (f"{alone['variant']['name']} tuned alone ({budget} trials)", "seed tuned", alone, alone_dir)):
+        tun = {k: int(v) for k, v in b["tunables"].items()}
+        rows[f"{label} {_tunables(tun)}"] = (kind, _best_source(d), tun)
+    return rows
+
+
+def _finished(run_dir: Path, task: Task) -> dict[str, Any]:
+    try:
+        best = json.loads((run_dir / "best.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise EvolveError(f"speed.runs: {run_dir} is not a finished evolve run ({exc})") from None
+    if best.get("task") != task.name:
+        raise EvolveError(f"speed.runs: {run_dir} is a run of {best.get('task')}, not {task.name}")
+    return best
+
+
+def _best_source(run_dir: Path) -> str:
+    from evolve.spec import SpecError, Variant
+
+    try:
+        return Variant.parse((run_dir / "best.cu").read_text(), name="best").source
+    except (OSError, SpecError) as exc:
+        raise EvolveError(f"speed.runs: {run_dir}/best.cu: {exc}") from None
+
+
+def _tunables(tunables: Mapping[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in tunables.items())
+
+
 def kernel_speed(tasks: list[str], out: Path, hw: Hardware, budget: int, sampler: str,
-                 compile_modes: list[str], timer: TimerSettings,
-                 overrides: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Task by task, so that the caller can keep what is done if the bench is cut short."""
+                 compile_modes: list[str], timer: TimerSettings, overrides: list[str],
+                 runs: Mapping[str, str] | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Task by task, so that the caller can keep what is done if the bench is cut short.
+    ``runs``: task -> an evolve run's directory, timed beside the rest (``evolved``)."""
     for name in tasks:
         log.info("speed: %s: searching (%d trials, %s)", name, budget, sampler)
         found = run_search(name, out, budget, sampler, overrides)
         log.info("speed: %s: %s", name, found["throughput"].line())
+        task = builtin_task(name)
+        runs = runs or {}
+        extra = evolved(task, Path(runs[name]), out, budget, sampler, overrides) if name in runs else {}
         log.info("speed: %s: timing side by side", name)
-        yield name, {**side_by_side(builtin_task(name), hw, found["best"], compile_modes, timer),
+        yield name, {**side_by_side(task, hw, found["best"], compile_modes, timer, extra),
                      "search": {"budget": budget, "sampler": sampler, "wall_s": found["wall_s"],
                                 "best_ms_in_search": found["best"]["time_ms"],
                                 "throughput": found["throughput"].to_dict()}}

@@ -26,7 +26,7 @@ from evolve.errors import EvolveError
 from evolve.paths import BENCH_CONF_DIR
 
 log = logging.getLogger("evolve.bench")
-SECTIONS = ("speed", "efficiency", "throughput")
+SECTIONS = ("speed", "efficiency", "throughput", "agent")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -54,6 +54,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             report.write(results, out)
         if "throughput" in c["sections"]:
             results["throughput"] = _throughput(c, out, results.get("speed"))
+        if "agent" in c["sections"]:
+            results["agent"] = _agent(c["agent"])
     finally:  # what was measured so far is kept, whatever stops the bench
         report.write(results, out)
     for line in report.targets(results):
@@ -69,6 +71,16 @@ def _speed(c: dict[str, Any], out: Path) -> Iterator[tuple[str, dict[str, Any]]]
     yield from kernel_speed(list(s["tasks"]), out, _hardware(), int(s["budget"]), str(s["sampler"]),
                             list(s["compile_modes"]), TimerSettings(**s["timer"]), list(s["overrides"]),
                             dict(s["runs"]))
+
+
+def _agent(a: dict[str, Any]) -> dict[str, Any]:
+    from evolve.bench import agent
+
+    if not a["runs"]:
+        raise EvolveError("sections=[agent] needs agent.runs, the evolve runs to read (bench.yaml)")
+    summaries = [agent.summarize(Path(r["dir"]), r.get("storage") or a["storage"],
+                                 r.get("artifacts") or a["artifacts"]) for r in a["runs"]]
+    return {"runs": [s.to_dict() for s in summaries], "table": agent.table(summaries)}
 
 
 def _efficiency(e: dict[str, Any], out: Path) -> dict[str, Any]:

@@ -23,6 +23,12 @@ def write(results: dict[str, Any], out: Path) -> None:
         plot_speed(results["speed"], out / "speed.png")
     if results.get("throughput"):
         plot_throughput(results["throughput"], out / "throughput.png")
+    if results.get("agent"):
+        from evolve.bench.agent import AgentSummary, figure
+
+        runs = results["agent"]["runs"]
+        figure([AgentSummary(**{**r, "curve": [tuple(p) for p in r["curve"]]}) for r in runs]).savefig(
+            out / "agent.png", dpi=120)
 
 
 def markdown(r: dict[str, Any]) -> str:
@@ -35,6 +41,8 @@ def markdown(r: dict[str, Any]) -> str:
         lines += ["## Search efficiency on recorded spaces", "", r["efficiency"]["table"], ""]
     if r.get("throughput"):
         lines += _throughput(r["throughput"])
+    if r.get("agent"):
+        lines += ["## What the model did (from the runs' record)", "", r["agent"]["table"], ""]
     lines += ["## Targets", "", *(f"- {t}" for t in targets(r)), ""]
     return "\n".join(lines)
 

@@ -70,7 +70,7 @@ def _speed(c: dict[str, Any], out: Path) -> Iterator[tuple[str, dict[str, Any]]]
     s = c["speed"]
     yield from kernel_speed(list(s["tasks"]), out, _hardware(), int(s["budget"]), str(s["sampler"]),
                             list(s["compile_modes"]), TimerSettings(**s["timer"]), list(s["overrides"]),
-                            dict(s["runs"]))
+                            dict(s["runs"] or {}))
 
 
 def _agent(a: dict[str, Any]) -> dict[str, Any]:

@@ -59,8 +59,9 @@ def summarize(run_dir: Path, storage: str, artifacts: str) -> AgentSummary:
     variants = VariantStore(study, FileSystemArtifactStore(artifacts))
     variants.load()
     rows = lineage_rows(study, variants)
-    children = [r for r in rows if r.operator in CHILD_OPERATORS]
-    repairs = [r for r in rows if r.operator == Op.REPAIR]
+    measured = [r for r in rows if r.status != "pending"]  # children still queued are not counted
+    children = [r for r in measured if r.operator in CHILD_OPERATORS]
+    repairs = [r for r in measured if r.operator == Op.REPAIR]
     repaired_ok = {r.parents[0] for r in repairs if r.status == "ok" and r.parents}
     calls = [e for e in log if e.get("kind") == "call"]
     proposals = [e for e in log if e.get("kind") == "proposal"]
@@ -70,7 +71,7 @@ def summarize(run_dir: Path, storage: str, artifacts: str) -> AgentSummary:
         tokens_per_call=(sum(int(c["prompt_tokens"]) + int(c["completion_tokens"]) for c in calls)
                          / len(calls)) if calls else 0.0,
         children=len(children), no_kernel=sum(1 for p in proposals if not p.get("variant")),
-        compiled=sum(1 for r in children if r.status != "compile_error" and r.status != "pending"),
+        compiled=sum(1 for r in children if r.status != "compile_error"),
         passed=sum(1 for r in children if _first_ok(r, study)),
         passed_after_repair=sum(1 for r in children if r.status == "ok" or r.id in repaired_ok),
         beat_parent=sum(1 for r in children if r.improvement),

@@ -24,6 +24,8 @@
 // scalar loads into the same layout; outside M, N and K they are zero-filled, so any size is correct.
 // The epilogue rounds each fp32 accumulator once and stores pairs straight from the fragment layout
 // (warp q of a warpgroup: rows 16q + lane/4 and +8, columns 8j + 2(lane%4) and +1).
+// Not here yet (docs/hopper-gemm-plan.md): TMA loads, a producer warpgroup with setmaxnreg and
+// mbarriers, persistent tiles whose epilogue overlaps the next main loop, cluster multicast.
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 /*@evolve
@@ -43,6 +45,7 @@ tunables:
 restrictions:
   - BM % (64 * WG) == 0                               # whole m64 slabs per warpgroup
   - (BM // (64 * WG)) * BN <= 256                     # at most 128 fp32 accumulators per thread
+  - (BM + BN) // (16 * WG) <= 16                      # 16-byte copies per thread per slice (more spill)
   - STAGES * (BM + BN) * 128 + 1024 <= 232448         # H100/H200 opt-in shared memory
 */
 #define NT (128 * WG)          // threads per block

@@ -252,7 +252,7 @@ def test_gpu_sections_without_a_gpu_say_so_in_one_line(tmp_path: Path) -> None:
         pytest.skip("this machine has nvidia-smi: the GPU sections would run")
     out = subprocess.run([sys.executable, "-m", "evolve.bench", "sections=[speed]", f"out={tmp_path}"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert out.returncode == 2 and "sections=[efficiency] runs without one" in out.stderr
+    assert out.returncode == 2 and "sections=[efficiency] and sections=[agent] run without one" in out.stderr
     assert "Traceback" not in out.stderr
 
 

@@ -154,7 +154,7 @@ def _environment(gpu: bool) -> dict[str, str]:
                                capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             raise EvolveError("the speed and throughput sections need an NVIDIA GPU (nvidia-smi not found); "
-                              "sections=[efficiency] runs without one") from None
+                              "sections=[efficiency] and sections=[agent] run without one") from None
         if q.returncode == 0 and q.stdout.strip():
             env["gpu"], env["driver"] = (x.strip() for x in q.stdout.splitlines()[0].split(","))
     return env

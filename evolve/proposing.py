@@ -302,18 +302,23 @@ class ProposerProcess:
                 made[0] += 1
                 return plan, None
 
+        errors: list[BaseException] = []
+
         def propose() -> None:
-            while True:
-                plan, end = next_plan()
-                if end is not None:
-                    ends.append(end)
-                    return
-                if plan is None:
-                    time.sleep(PROPOSER_POLL_S)
-                    continue
-                outcome = self.proposer.ask(plan)
-                with ledger.lock:
-                    self.proposer.commit(plan, *outcome)
+            try:
+                while not errors:
+                    plan, end = next_plan()
+                    if end is not None:
+                        ends.append(end)
+                        return
+                    if plan is None:
+                        time.sleep(PROPOSER_POLL_S)
+                        continue
+                    outcome = self.proposer.ask(plan)
+                    with ledger.lock:
+                        self.proposer.commit(plan, *outcome)
+            except BaseException as exc:  # raised in the process's thread below, as before threads
+                errors.append(exc)
 
         threads = [threading.Thread(target=propose, daemon=True, name=f"evolve-proposer-{i}")
                    for i in range(self.proposer.threads)]
@@ -321,5 +326,7 @@ class ProposerProcess:
             th.start()
         for th in threads:
             th.join()
+        if errors:
+            raise errors[0]
         reason, state = next((e for e in ends if e[1] == DONE), ends[0])
         return reason, state, made[0]

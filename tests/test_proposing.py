@@ -149,3 +149,30 @@ def test_a_proposer_process_beats_while_it_waits_for_an_answer(store: VariantSto
     assert out == ["round"]
     assert store.study.user_attrs[StudyAttr.PROPOSER] == {"state": "away", "reason": "round"}
     assert led.children_out() == 1, "its child waits for the evaluators"
+
+
+def test_an_error_in_a_proposer_thread_reaches_the_process_and_leaves_it_away(
+        store: VariantStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure while asking (here: the storage) ends ``role=propose`` with that error, as it did
+    before the requests were asked side by side, and the study says the proposer is away."""
+    seed = task("softmax").seeds()[0]
+    evo = EvolutionSettings(children_per_round=3)
+    s = SearchSettings(n_trials=10, seed=0)
+    led = Ledger(store.study, store, s, evo)
+    led.add_seeds([seed])
+    led.propose_seed()
+    led.observe(finish(store, store.study.ask(), 3.0))
+    led.used = 1
+    mailbox = Mailbox(LLMSettings(name="mailbox", mailbox=str(tmp_path / "mb"), timeout_s=30, poll_s=0.01),
+                      Prices({}))
+    proposer = Proposer(led, mailbox, LLMBudget(store.study, 5, None, None),
+                        Prompts(task("softmax"), named(hardware_config("h200")), includes=()),
+                        ExchangeLog(tmp_path / "llm.jsonl"), evo, seed=0, threads=3)
+
+    def broken(*_: object, **__: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(proposer, "ask", broken)
+    with pytest.raises(OSError, match="disk full"):
+        ProposerProcess(proposer, Peers(store.study, led, s), evo).run()
+    assert store.study.user_attrs[StudyAttr.PROPOSER]["state"] == "away"

@@ -155,7 +155,7 @@ def test_an_unknown_task_name_lists_the_tasks_there_are(elsewhere: Path,
     out = cli("task=row_argmax")  # a file here, but named without its path
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip() == (
-        "evolve: unknown task 'row_argmax': built-in tasks: layernorm, reduce_sum, sgemm, softmax, "
-        "transpose, vector_add; task files here: row_argmax/row_argmax.yaml (a task file is named by its "
-        "path: task=path/to/op.yaml)")
+        "evolve: unknown task 'row_argmax': built-in tasks: bgemm, hgemm, layernorm, reduce_sum, sgemm, "
+        "softmax, transpose, vector_add; task files here: row_argmax/row_argmax.yaml (a task file is named "
+        "by its path: task=path/to/op.yaml)")
     assert cli("-m", "task=softmax,nope").stderr.startswith("evolve: unknown task 'nope'")

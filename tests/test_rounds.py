@@ -79,7 +79,9 @@ def rounds(gpu: Path, here: Path, storage: list[str], storage_file: str,
                 copy(gpu, here, storage_file)
             with monkeypatch.context() as m:
                 m.setattr(compiler, "_nvrtc", no_nvrtc)
-                run(here, *common, "role=propose", *llm_args(server, "llm.max_calls=6"))
+                # one request at a time: the scripted model answers in the order it is asked, so
+                # requests side by side would make which child gets which answer a race
+                run(here, *common, "role=propose", *llm_args(server, "llm.max_calls=6", "llm.concurrency=1"))
             if here != gpu:
                 copy(here, gpu, storage_file)
             run(gpu, *evaluate)

@@ -115,14 +115,12 @@ def test_an_evaluator_in_rounds_measures_what_it_earned_then_leaves(
     assert not remote.active(), "done: the rest of the budget is tuned"
 
 
-def test_a_proposer_process_beats_while_it_waits_for_an_answer(store: VariantStore, tmp_path: Path) -> None:
-    """An answer that takes longer than ``proposer_stale_after_s`` (a person at a mailbox) does
-    not make the proposer look dead; when its round is over it says it is away."""
-    seed = task("softmax").seeds()[0]
-    evo = EvolutionSettings(proposer_heartbeat_s=0.05, proposer_stale_after_s=0.3, children_per_round=1)
+def mailbox_proposer(store: VariantStore, tmp_path: Path, evo: EvolutionSettings,
+                     threads: int = 1) -> tuple[Proposer, Ledger, SearchSettings]:
+    """A proposer asking through a mailbox in tmp_path/mb, after the softmax seed was measured."""
     s = SearchSettings(n_trials=10, seed=0)
     led = Ledger(store.study, store, s, evo)
-    led.add_seeds([seed])
+    led.add_seeds([task("softmax").seeds()[0]])
     led.propose_seed()
     led.observe(finish(store, store.study.ask(), 3.0))
     led.used = 1
@@ -130,7 +128,15 @@ def test_a_proposer_process_beats_while_it_waits_for_an_answer(store: VariantSto
                       Prices({}))
     proposer = Proposer(led, mailbox, LLMBudget(store.study, 5, None, None),
                         Prompts(task("softmax"), named(hardware_config("h200")), includes=()),
-                        ExchangeLog(tmp_path / "llm.jsonl"), evo, seed=0)
+                        ExchangeLog(tmp_path / "llm.jsonl"), evo, seed=0, threads=threads)
+    return proposer, led, s
+
+
+def test_a_proposer_process_beats_while_it_waits_for_an_answer(store: VariantStore, tmp_path: Path) -> None:
+    """An answer that takes longer than ``proposer_stale_after_s`` (a person at a mailbox) does
+    not make the proposer look dead; when its round is over it says it is away."""
+    evo = EvolutionSettings(proposer_heartbeat_s=0.05, proposer_stale_after_s=0.3, children_per_round=1)
+    proposer, led, s = mailbox_proposer(store, tmp_path, evo)
     out: list[str] = []
     th = threading.Thread(target=lambda: out.append(ProposerProcess(proposer, Peers(store.study, led, s),
                                                                     evo).run()))
@@ -155,19 +161,8 @@ def test_an_error_in_a_proposer_thread_reaches_the_process_and_leaves_it_away(
         store: VariantStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A failure while asking (here: the storage) ends ``role=propose`` with that error, as it did
     before the requests were asked side by side, and the study says the proposer is away."""
-    seed = task("softmax").seeds()[0]
     evo = EvolutionSettings(children_per_round=3)
-    s = SearchSettings(n_trials=10, seed=0)
-    led = Ledger(store.study, store, s, evo)
-    led.add_seeds([seed])
-    led.propose_seed()
-    led.observe(finish(store, store.study.ask(), 3.0))
-    led.used = 1
-    mailbox = Mailbox(LLMSettings(name="mailbox", mailbox=str(tmp_path / "mb"), timeout_s=30, poll_s=0.01),
-                      Prices({}))
-    proposer = Proposer(led, mailbox, LLMBudget(store.study, 5, None, None),
-                        Prompts(task("softmax"), named(hardware_config("h200")), includes=()),
-                        ExchangeLog(tmp_path / "llm.jsonl"), evo, seed=0, threads=3)
+    proposer, led, s = mailbox_proposer(store, tmp_path, evo, threads=3)
 
     def broken(*_: object, **__: object) -> None:
         raise OSError("disk full")

@@ -15,7 +15,7 @@ import optuna
 from optuna.artifacts import FileSystemArtifactStore
 
 from evolve.errors import EvolveError
-from evolve.lineage import Row, lineage_rows
+from evolve.lineage import lineage_rows
 from evolve.llm.log import read
 from evolve.record import Attr, Op
 from evolve.variants import VariantStore
@@ -66,13 +66,14 @@ def summarize(run_dir: Path, storage: str, artifacts: str) -> AgentSummary:
     calls = [e for e in log if e.get("kind") == "call"]
     proposals = [e for e in log if e.get("kind") == "proposal"]
     seeds = [r.best_ms for r in rows if r.operator == Op.SEED and r.best_ms is not None]
+    first = _first_status(study)
     return AgentSummary(
         run=best["run"], task=best["task"], calls=len(calls),
         tokens_per_call=(sum(int(c["prompt_tokens"]) + int(c["completion_tokens"]) for c in calls)
                          / len(calls)) if calls else 0.0,
         children=len(children), no_kernel=sum(1 for p in proposals if not p.get("variant")),
         compiled=sum(1 for r in children if r.status != "compile_error"),
-        passed=sum(1 for r in children if _first_ok(r, study)),
+        passed=sum(1 for r in children if first.get(r.id) == "ok"),
         passed_after_repair=sum(1 for r in children if r.status == "ok" or r.id in repaired_ok),
         beat_parent=sum(1 for r in children if r.improvement),
         repairs=len(repairs), repairs_ok=sum(1 for r in repairs if r.status == "ok"),
@@ -81,11 +82,13 @@ def summarize(run_dir: Path, storage: str, artifacts: str) -> AgentSummary:
         curve=_curve(study, proposals))
 
 
-def _first_ok(row: Row, study: optuna.Study) -> bool:
-    """Correct at its first measurement (before any repair of it)."""
-    mine = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(Attr.VARIANT) == row.id
-            and t.user_attrs.get(Attr.STATUS)]
-    return bool(mine) and min(mine, key=lambda t: t.number).user_attrs[Attr.STATUS] == "ok"
+def _first_status(study: optuna.Study) -> dict[str, str]:
+    """Each variant's status at its first measurement (before any repair of it)."""
+    first: dict[str, str] = {}
+    for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
+        if (status := t.user_attrs.get(Attr.STATUS)) is not None:
+            first.setdefault(t.user_attrs.get(Attr.VARIANT, ""), status)
+    return first
 
 
 def _curve(study: optuna.Study, proposals: list[Mapping[str, Any]]) -> list[tuple[int, float]]:

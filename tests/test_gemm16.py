@@ -98,6 +98,31 @@ def test_half_precision_accumulation_is_rejected_at_the_long_k(name: str, seed: 
         assert reason is not None and reason.startswith("y: "), (label, reason)
 
 
+def skipping(keep: Callable[[int, int], bool]) -> Model:
+    """An fp32 kernel that leaves out the 16-wide k-slices ``keep(start, K)`` rejects (less work)."""
+
+    def model(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        k = x.shape[1]
+        cols = [c for s in range(0, k, 16) if keep(s, k) for c in range(s, min(s + 16, k))]
+        return accumulate(np.float32, 16)(x[:, cols], w[:, cols])
+
+    return model
+
+
+SKIPS = {"every fourth k-slice skipped": skipping(lambda s, k: s % 64 != 48),
+         "the ragged k tail skipped": skipping(lambda s, k: s + 16 <= k),
+         "the last k-slice skipped": skipping(lambda s, k: s + 16 < k)}
+
+
+@pytest.mark.parametrize("name", ["hgemm", "bgemm"])
+@pytest.mark.parametrize("label", sorted(SKIPS))
+def test_the_tensor_core_tolerance_still_rejects_skipped_products(name: str, label: str) -> None:
+    """atol grew to 2^-11 of max|y| for the tensor cores' truncation: a kernel that does less work
+    (products left out) must still fail at some correctness size."""
+    verdicts = [judged(name, sizes, 1, SKIPS[label]) for sizes in task(name).correctness_sizes]
+    assert any(v is not None and v.startswith("y: ") for v in verdicts), label
+
+
 @pytest.mark.parametrize(("name", "peak"), [("hgemm", "fp16_tensor"), ("bgemm", "bf16_tensor")])
 def test_the_roofline_is_the_tensor_core_peak(name: str, peak: str) -> None:
     t, hw = task(name), named(hardware_config("h200"))

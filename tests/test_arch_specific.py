@@ -73,7 +73,7 @@ def test_backend_check_compiles_an_arch_specific_seed_for_sm90a(tmp_path: Path) 
     assert code == 1 and any("not supported on .target 'sm_90'" in ln for ln in lines), lines
     edit(seed, "*/\n", "arch_specific: true\n*/\n")
     code, lines = run(cfg, compile_all_up_to=2, compile_sample=1)
-    assert code == 0 and "compiled for sm_90 (h200)" in lines[-1], lines
+    assert code == 0 and "compiled for sm_90a (h200)" in lines[-1], lines
     code, lines = run(cfg, hardware="a100", compile_all_up_to=2, compile_sample=1)
     assert code == 1 and any("needs a GPU with an arch-specific target" in ln for ln in lines), lines
 

@@ -10,6 +10,7 @@ one line per problem and ends with a verdict; ``evolve`` exits 0 only when there
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 from collections import defaultdict
@@ -63,7 +64,7 @@ def check_task(c: Mapping[str, Any], say: Say = print) -> int:
                      int(cfg.get("compile_sample", 16)), _jobs(cfg.get("jobs", "auto")))
     if not problems:
         say(f"check: task {task.name} is ready: reference right at {len(task.correctness_sizes)} sizes, "
-            f"admitted, {compiled} for {hw.arch} ({hw.name})")
+            f"admitted, {compiled} ({hw.name})")
     return _verdict(task.name, problems, say)
 
 
@@ -141,6 +142,7 @@ def seeds(task: Task, hw: Hardware, problem: Say, say: Say, all_up_to: int, samp
         return "no seeds"
     planned = compiled = 0
     work: list[tuple[str, Variant, dict[str, int]]] = []
+    targets: set[str] = set()  # what the seeds compile for: the GPU's arch, or its arch-specific target
     for path in task.seed_paths:
         label = f"seed {path.name}"
         try:
@@ -152,6 +154,8 @@ def seeds(task: Task, hw: Hardware, problem: Say, say: Say, all_up_to: int, samp
         if not space:
             problem(f"{label}: no configuration satisfies the restrictions")
             continue
+        with contextlib.suppress(CompileError):  # reported by the compile below, per configuration
+            targets.add(target_arch(hw.arch, v.spec.arch_specific))
         pick = _pick(space, v.spec.default, all_up_to, sample)
         plan_all = len(space) * (len(task.correctness_sizes) + len(task.timing_sizes)) <= MAX_PLANS
         planned += _plan(task, hw, v, space if plan_all else pick, label, problem)
@@ -162,7 +166,7 @@ def seeds(task: Task, hw: Hardware, problem: Say, say: Say, all_up_to: int, samp
         else:
             compiled += 1
     return (f"{len(task.seed_paths)} seed(s), {planned} configurations planned at every size, "
-            f"{compiled} compiled")
+            f"{compiled} compiled for {', '.join(sorted(targets)) or hw.arch}")
 
 
 def _pick(space: list[dict[str, int]], default: dict[str, int], all_up_to: int,

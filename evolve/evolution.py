@@ -15,6 +15,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from evolve import profile
 from evolve.answers import AnswerError, parse_child
 from evolve.ledger import Ledger
 from evolve.llm import LLM, Completion, LLMError, Messages, Purpose
@@ -163,6 +164,7 @@ class Proposer:
             gbps=a.get(Attr.GBPS, 0.0), fraction=a.get(Attr.BANDWIDTH_FRACTION, 0.0),
             registers=a.get(Attr.REGISTERS, "?"), local_bytes=a.get(Attr.LOCAL_BYTES, "?"),
             occupancy=a.get(Attr.OCCUPANCY, "?"),
+            profile=self.ledger.study.user_attrs.get(profile.key(m.vid)),
         )
 
     # ---- asking (no lock held: this is the slow part) -----------------------------------

@@ -70,6 +70,7 @@ class Measurement:
     check_s: float = 0.0
     time_s: float = 0.0
     log: str = ""  # sanitized compiler output, for the user and (later) the LLM
+    profile: dict[str, Any] | None = None  # Nsight Compute's figures (evolve.profile), where taken
 
     @property
     def ok(self) -> bool:
@@ -91,6 +92,7 @@ class Measurement:
             check_s=d.get("check_s", 0.0),
             time_s=d.get("time_s", 0.0),
             log=d.get("log", ""),
+            profile=d.get("profile"),
         )
 
     @classmethod

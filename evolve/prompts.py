@@ -13,10 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
+from typing import Any
 
 import optuna
 
-from evolve import dtypes
+from evolve import dtypes, profile
 from evolve.compiler import CompileError, available_includes, target_arch
 from evolve.errors import EvolveError
 from evolve.hardware import PEAKS, Hardware
@@ -43,6 +44,7 @@ class KernelView:
     registers: int | str = "?"
     local_bytes: int | str = "?"
     occupancy: float | str = "?"
+    profile: Mapping[str, Any] | None = None  # its recorded Nsight Compute profile (evolve.profile)
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ class Prompts:
             title=title, tunables=" ".join(f"{n}={v}" for n, v in k.tunables.items()) or "none",
             time_ms=f"{k.time_ms:.4g}", gbps=f"{k.gbps:.0f}", percent=f"{100 * k.fraction:.1f}",
             registers=k.registers, local_bytes=k.local_bytes, occupancy=k.occupancy,
-            source=k.source if k.source.endswith("\n") else k.source + "\n",
+            profile=_profile(k), source=k.source if k.source.endswith("\n") else k.source + "\n",
         ).strip()
 
     def _failures(self, failures: Sequence[Failure]) -> str:
@@ -171,6 +173,17 @@ class Prompts:
         """The same conversation, with the unusable answer and why it could not be used."""
         return [*messages, {"role": "assistant", "content": answer},
                 {"role": "user", "content": self.t["retry"].substitute(reason=reason).strip()}]
+
+
+def _profile(k: KernelView) -> str:
+    """The kernel's profile as a paragraph of its section (with where it was taken, if that is not
+    at the tunables shown); empty without one."""
+    p = k.profile or {}
+    tunables = p.get("tunables")
+    at = "" if tunables is None or dict(tunables) == dict(k.tunables) else (
+        f" at {' '.join(f'{n}={v}' for n, v in tunables.items())} ({p.get('ms', 0):.4g} ms)")
+    text = profile.describe(p, at)
+    return f"{text}\n" if text else ""
 
 
 def _peaks(hw: Hardware) -> str:

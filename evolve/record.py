@@ -72,6 +72,7 @@ class StudyAttr:
     HARDWARE_SPEC = "hardware_spec"  # the Hardware the evaluators measure on
     INCLUDES = "includes"  # the allowed headers the evaluators' NVRTC compiles (for proposers elsewhere)
     VARIANT_PREFIX = "variant:"  # + variant id: the variant's metadata (see variants.py)
+    PROFILE_PREFIX = "profile:"  # + variant id: its Nsight Compute profile (see profile.py)
 
 
 class Op:

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 
 import optuna
 from optuna.trial import TrialState
@@ -31,6 +32,7 @@ from evolve.hardware import Hardware
 from evolve.ledger import Ledger
 from evolve.measurement import Measurement, Status
 from evolve.objective import Objective
+from evolve.profile import Profiler
 from evolve.proposing import Action, Schedule, Tuning
 from evolve.record import Attr, StudyAttr
 from evolve.settings import EvolutionSettings, SearchSettings
@@ -62,6 +64,8 @@ class Search:
                                        prefetch=backend.prefetch)
         self.schedule = schedule or Tuning()
         self.peers = peers or Alone(study, self.ledger)
+        self.profiler = (Profiler(study, backend, objective.sizes(task)[0])
+                         if self.ledger.evo.profile else None)
 
     def add_seeds(self, seeds: Iterable[Variant]) -> None:
         self.ledger.add_seeds(seeds)
@@ -71,6 +75,9 @@ class Search:
         ledger = self.ledger
         self.peers.recover()
         ledger.restore()
+        if self.profiler is not None:
+            self.profiler.backfill((m.best.number, self.variants.get(vid), m.best.params, m.best_ms)
+                                   for vid, m in list(ledger.population.members.items()))
         elapsed = resumed = float(self.study.user_attrs.get(StudyAttr.ELAPSED_S, 0.0))
         bar = tqdm(total=self.s.n_trials, initial=min(ledger.used, self.s.n_trials), unit="trial",
                    desc=self.study.study_name, dynamic_ncols=True,
@@ -145,10 +152,15 @@ class Search:
         try:
             with alive(self.study, tid, self.s.heartbeat_s):
                 m = self.backend.evaluate(variant, tunables, self.objective.sizes(self.task))
+                value = self.objective.value_ms(m, self.task) if m.ok else None
+                if value is not None and self.profiler is not None:
+                    member = self.ledger.population.members.get(vid)
+                    found = self.profiler.after(trial.number, variant, tunables, value,
+                                                member.best_ms if member else None)
+                    m = m if found is None else replace(m, profile=found)
         except KeyboardInterrupt:
             record.requeue(self.study, tid)
             raise
-        value = self.objective.value_ms(m, self.task) if m.ok else None
         record.write_measurement(trial, variant, tunables, m, self.task, self.hw, self.variants.artifacts)
         best = self.ledger.best()
         frozen = self.study.tell(trial, value) if value is not None else self.study.tell(

@@ -77,6 +77,8 @@ class EvolutionSettings:
     proposer_heartbeat_s: float = 5.0  # role=propose: the proposer says it is alive this often ...
     proposer_stale_after_s: float = 60.0  # ... and evaluators count on it while it said so this recently
     prompts: dict[str, str] = field(default_factory=dict)  # replace a template: name -> path
+    profile: bool = False  # parents' Nsight Compute profiles in prompts: the evaluator runs ncu on each
+    # member's best (again when it gets 10% faster); needs ncu and the GPU's counters, a few seconds each
 
 
 @dataclass

@@ -112,7 +112,7 @@ def test_adversarial_case_is_rejected_and_the_worker_survives(case: dict[str, An
     try:
         v: Any = Variant.parse(source)
     except SpecError:  # a malformed spec: the worker must refuse it itself
-        v = SimpleNamespace(source=source, name=case["file"])
+        v = SimpleNamespace(source=source, name=case["file"], spec=SimpleNamespace(arch_specific=False))
     m = b.evaluate(v, case["tunables"], t.timing_sizes[:1])
     seed = t.seeds()[0]
     alive = b.evaluate(seed, seed.spec.default, t.timing_sizes[:1])

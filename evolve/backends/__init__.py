@@ -30,6 +30,12 @@ class Backend(Protocol):
     def prepares(self) -> int:
         """How many upcoming candidates the backend prepares at once (0: it prepares none)."""
 
+    def profile(self, variant: Variant, tunables: Mapping[str, int],
+                sizes: Mapping[str, int]) -> dict[str, Any] | None:
+        """Where the candidate's time goes at these sizes (``evolve.profile``); ``{"error": why}``
+        when it could not be profiled, None when the backend has no profile for it. Raises
+        EvolveError when nothing can be profiled here."""
+
     def ceiling_key(self) -> str:
         """Identifies the device for the cached bandwidth ceilings."""
 

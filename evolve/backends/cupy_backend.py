@@ -22,6 +22,7 @@ class CupyBackend:
     def __init__(self, cfg: Mapping[str, Any]):
         self.timeout_s = float(cfg.get("timeout_s", 120))
         self.compile_timeout_s = float(cfg.get("compile_timeout_s", 60))
+        self.profile_timeout_s = float(cfg.get("profile_timeout_s", 180))
         self.settings = dict(cfg.get("timing") or {})
         self.worker = Worker(int(cfg.get("device", 0)))
         n = cfg.get("compile_ahead", "auto")
@@ -82,6 +83,15 @@ class CupyBackend:
             )
         except WorkerDied as exc:
             return Measurement.failed(Status.CRASHED, f"{exc}; the worker was restarted")
+
+    def profile(self, variant: Variant, tunables: Mapping[str, int],
+                sizes: Mapping[str, int]) -> dict[str, Any] | None:
+        payload = {"source": variant.source, "tunables": dict(tunables), "sizes": dict(sizes),
+                   "timeout_s": self.profile_timeout_s}
+        try:
+            return dict(self.worker.call("profile", payload, self.profile_timeout_s + 30))
+        except (WorkerTimeout, WorkerDied) as exc:
+            return {"error": f"the worker did not finish profiling ({exc}); it was restarted"}
 
     def ceiling_key(self) -> str:
         return self._key

@@ -62,6 +62,12 @@ class ReplayBackend:
             )
         return m
 
+    def profile(self, variant: Variant, tunables: Mapping[str, int],
+                sizes: Mapping[str, int]) -> dict[str, Any] | None:
+        """The profile recorded with the candidate's measurement, if one was taken."""
+        m = self.rec.measurements.get(candidate_key(variant.id, tunables))
+        return None if m is None else m.profile
+
     def _refused(self, variant: Variant, tunables: Mapping[str, int],
                  sizes: list[dict[str, int]]) -> Measurement | None:
         """What the GPU backend decides before anything runs (a configuration the spec refuses, a

@@ -58,7 +58,7 @@ def serve(conn: Connection, device: int) -> None:
         conn.send(("error", f"no usable CUDA GPU ({exc.__class__.__name__}: {str(exc)[:200]})"))
         return
     conn.send(("ready", props))
-    evaluator = None
+    evaluator, init = None, {}
     while True:
         try:
             op, payload = conn.recv()
@@ -71,6 +71,7 @@ def serve(conn: Connection, device: int) -> None:
                 from evolve.hardware import Hardware
                 from evolve.task import load_task
 
+                init = payload
                 task = dataclasses.replace(load_task(payload["task"]),
                                            correctness_sizes=tuple(payload["correctness_sizes"]))
                 evaluator = gpu.GpuEvaluator(
@@ -90,6 +91,11 @@ def serve(conn: Connection, device: int) -> None:
                     raise Crashed(f"the evaluator failed on this candidate ({exc.__class__.__name__}: "
                                   f"{str(exc)[:500]})") from None
                 conn.send(("ok", m.to_dict()))
+            elif op == "profile":
+                from evolve.backends import profiling
+
+                conn.send(("ok", profiling.run(init["task"], init["hardware"], device, payload["source"],
+                                               payload["tunables"], payload["sizes"], payload["timeout_s"])))
             elif op == "ceilings":
                 conn.send(("ok", evaluator.ceilings()))
             elif op == "stop":

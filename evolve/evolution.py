@@ -130,12 +130,13 @@ class Proposer:
         if op == Op.CROSSOVER:
             b = pop.select(island, self.rng, exclude=[a]) or next(
                 v for v in pop.inspirations(island, [a], 1))
-            views = self._view(pop.members[a]), self._view(pop.members[b])
+            views = self._view(pop.members[a], profiled=True), self._view(pop.members[b], profiled=True)
             messages = self.prompts.crossover(*views, failures)
             parents = [a, b]
         else:
             insp = [self._view(pop.members[v]) for v in pop.inspirations(island, [a], self.s.inspirations)]
-            messages = self.prompts.mutate(self._view(pop.members[a]), failures, insp, op == Op.MUTATE_DIFF)
+            messages = self.prompts.mutate(self._view(pop.members[a], profiled=True), failures, insp,
+                                           op == Op.MUTATE_DIFF)
             parents = [a]
         self._started()
         return Plan(index, op, seen, parents, island, messages, ledger.variants.get(a).source,
@@ -156,7 +157,8 @@ class Proposer:
         self.ledger.study.set_user_attr(StudyAttr.PROPOSALS, self.index)
         self.ledger.plan_started()
 
-    def _view(self, m: Member) -> KernelView:
+    def _view(self, m: Member, profiled: bool = False) -> KernelView:
+        """``profiled``: with its recorded profile (a parent's; inspirations go without)."""
         a = m.best.user_attrs
         v = self.ledger.variants.get(m.vid)
         return KernelView(
@@ -164,7 +166,7 @@ class Proposer:
             gbps=a.get(Attr.GBPS, 0.0), fraction=a.get(Attr.BANDWIDTH_FRACTION, 0.0),
             registers=a.get(Attr.REGISTERS, "?"), local_bytes=a.get(Attr.LOCAL_BYTES, "?"),
             occupancy=a.get(Attr.OCCUPANCY, "?"),
-            profile=self.ledger.study.user_attrs.get(profile.key(m.vid)),
+            profile=self.ledger.study.user_attrs.get(profile.key(m.vid)) if profiled else None,
         )
 
     # ---- asking (no lock held: this is the slow part) -----------------------------------

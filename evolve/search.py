@@ -76,8 +76,10 @@ class Search:
         self.peers.recover()
         ledger.restore()
         if self.profiler is not None:
-            self.profiler.backfill((m.best.number, self.variants.get(vid), m.best.params, m.best_ms)
-                                   for vid, m in list(ledger.population.members.items()))
+            pop = ledger.population
+            self.profiler.backfill((pop.members[vid].best.number, self.variants.get(vid),
+                                    pop.members[vid].best.params, pop.members[vid].best_ms)
+                                   for vid in sorted({v for island in pop.islands for v in island}))
         elapsed = resumed = float(self.study.user_attrs.get(StudyAttr.ELAPSED_S, 0.0))
         bar = tqdm(total=self.s.n_trials, initial=min(ledger.used, self.s.n_trials), unit="trial",
                    desc=self.study.study_name, dynamic_ncols=True,

@@ -4,6 +4,7 @@ OpenAI-protocol server on loopback puts the parent's profile into the prompt."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from evolve.backends.cupy_backend import CupyBackend
 from evolve.cli import run
 from evolve.llm.log import read
 from evolve.paths import CONF_DIR, ROOT
+from evolve.spec import Variant
 
 pytestmark = pytest.mark.gpu
 
@@ -56,3 +58,28 @@ def test_with_profile_on_the_prompt_carries_the_parents_profile(in_tmp: Path, ll
     assert "Nsight Compute profile" in prompt and "DRAM read" in prompt and "top warp stalls" in prompt
     recorded = profile.recorded(study("gp"))
     assert recorded and all("error" not in p for p in recorded.values()), recorded
+
+
+SPIN = """/*@evolve
+kernels:
+  - {name: spin_forever, grid: 1, block: 32, args: [a, b, c, n]}
+*/
+extern "C" __global__ void spin_forever(const float* a, const float* b, float* c, int n) {
+    while (n > 0) { c[0] = a[0]; }  // never ends for any size the task has
+}
+"""
+
+
+def test_a_profile_past_its_time_limit_is_stopped_with_its_process() -> None:
+    t = task("vector_add")
+    seed = next(v for v in t.seeds() if v.name == "naive")
+    b = CupyBackend({"timeout_s": 120, "timing": {}, "profile_timeout_s": 20})
+    try:
+        b.start(t, None)
+        p = b.profile(Variant.parse(SPIN), {}, t.timing_sizes[0])
+        assert p is not None and "took longer than 20 s" in p["error"], p
+        left = subprocess.run(["pgrep", "-f", "evolve.backends.profiling"], capture_output=True, text=True)
+        assert left.stdout.strip() == "", "the profiled process outlived its time limit"
+        assert b.evaluate(seed, seed.spec.default, t.timing_sizes[:1]).ok
+    finally:
+        b.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,17 +53,22 @@ def run(task_config: Mapping[str, Any], hardware: Mapping[str, Any], device: int
         cmd = [ncu_path(), "--clock-control", "none", "--csv", "--page", "raw", "--metrics",
                ",".join(profile.metrics()), "--kernel-name", f"regex:^({'|'.join(kernels)})$",
                "--launch-count", "64", sys.executable, "-m", "evolve.backends.profiling", str(request)]
+        # a session of its own: on the time limit, ncu and the process it profiles die together
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp,
+                                start_new_session=True)
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=tmp)
+            stdout, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            return {"error": f"ncu took longer than {timeout_s:.0f} s"}
-    rows = profile.parse_csv(done.stdout)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return {"error": f"ncu took longer than {timeout_s:.0f} s; stopped"}
+    rows = profile.parse_csv(stdout)
     if rows:
         return profile.summarize(rows)
-    said = "\n".join(line for line in (done.stderr + done.stdout).splitlines() if line.strip())
+    said = "\n".join(line for line in (stderr + stdout).splitlines() if line.strip())
     if "ERR_NVGPUCTRPERM" in said or "Failed to initialize the profiler" in said:
         raise EvolveError(f"ncu cannot read this GPU's performance counters: {_last(said)}")
-    return {"error": f"ncu profiled no kernel (exit code {done.returncode}): {_last(said)}"}
+    return {"error": f"ncu profiled no kernel (exit code {proc.returncode}): {_last(said)}"}
 
 
 def _last(text: str) -> str:

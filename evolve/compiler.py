@@ -23,9 +23,10 @@ from evolve.errors import EvolveError
 from evolve.spec import MAX_SOURCE_CHARS, normalize_source
 
 ALLOWED_INCLUDES = frozenset({
-    "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "cuda_runtime.h", "cuda/std/cstdint",
+    "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "cuda_runtime.h", "mma.h", "math_constants.h",
     "cooperative_groups.h", "cooperative_groups/reduce.h", "cooperative_groups/memcpy_async.h",
-    "cuda_pipeline.h", "cuda/pipeline", "cuda/barrier", "math_constants.h",
+    "cuda_pipeline.h", "cuda/pipeline", "cuda/barrier", "cuda/ptx",  # libcu++ (CCCL): mbarriers, PTX wrappers
+    "cuda/std/cstdint", "cuda/std/limits", "cuda/std/type_traits",
     "stdint.h", "cstdint", "float.h", "cfloat", "limits.h", "climits",
 })
 CACHE_VERSION = "3"
@@ -116,14 +117,20 @@ def options(defines: Mapping[str, object], arch: str) -> list[str]:
 
 @functools.cache
 def _cuda_include_dirs() -> tuple[str, ...]:
-    """CUDA's own headers (cuda_fp16.h, ...), which NVRTC does not find by itself."""
+    """CUDA's own headers (cuda_fp16.h, ...) and libcu++'s (CCCL: cuda/barrier, cuda/ptx), which
+    NVRTC does not find by itself; either may be missing (then so are its headers)."""
     try:
         from cuda.pathfinder import find_nvidia_header_directory
-
-        found = find_nvidia_header_directory("cudart")
-    except Exception:
-        found = None
-    return (found,) if found else ()
+    except ImportError:
+        return ()
+    found = []
+    for lib in ("cudart", "cccl"):
+        try:
+            if path := find_nvidia_header_directory(lib):
+                found.append(path)
+        except Exception:  # an unknown library name in an older pathfinder, a broken install
+            continue
+    return tuple(found)
 
 
 def sanitize(log: str) -> str:

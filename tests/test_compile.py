@@ -50,6 +50,29 @@ def test_cuda_headers_are_allowed_and_compile() -> None:
     assert compile_cuda(src, {}, "sm_90", cache=False).cubin
 
 
+def test_hopper_code_can_use_libcuxx_barriers_and_ptx_wrappers() -> None:
+    """What a TMA/wgmma kernel includes (issue 16): libcu++'s mbarrier and PTX wrappers and the
+    WMMA header compile for sm_90a where CUDA's CCCL headers are installed."""
+    _nvrtc_or_skip()
+    from evolve.compiler import _cuda_include_dirs
+
+    if not any(d.rstrip("/").endswith("cccl") for d in _cuda_include_dirs()):
+        pytest.skip("no CCCL headers here")
+    src = """#include <cuda/barrier>
+#include <cuda/ptx>
+#include <mma.h>
+extern "C" __global__ void k(float* x) {
+    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+    if (threadIdx.x == 0) init(&bar, blockDim.x);
+    __syncthreads();
+    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
+    bar.arrive_and_wait();
+    x[threadIdx.x] = 1.f;
+}"""
+    assert check_source(src) is None
+    assert compile_cuda(src, {}, "sm_90a", cache=False).cubin
+
+
 def test_prompts_list_only_headers_this_nvrtc_compiles(tmp_path, monkeypatch) -> None:
     """A header the allow-list admits may be missing where NVRTC runs (stdint.h on the H200
     machine): the system prompt names only those that compile there."""

@@ -177,7 +177,7 @@ class Proposer:
         A replay passes the number of calls the recorded proposal made and, when the recorded one
         ran out of LLM budget, its reason: concurrency decided that, not the record."""
         calls: list[str] = []
-        messages, last = plan.messages, None
+        messages, last, unusable = plan.messages, None, ""
         for turn in range(2):
             if turn >= turns:
                 return None, then, calls, last
@@ -188,7 +188,9 @@ class Proposer:
                     self.stopped = str(exc)
                 else:
                     calls.append(prompt_hash(messages))
-                return None, f"llm_{exc.kind}: {exc}", calls, last
+                why = f"llm_{exc.kind}: {exc}"
+                # the first answer's flaw is the outcome; the refused retry only says why it stands
+                return None, f"bad_answer: {unusable}; no retry ({why})" if unusable else why, calls, last
             calls.append(prompt_hash(messages))
             last = completion
             try:
@@ -197,7 +199,8 @@ class Proposer:
             except AnswerError as exc:
                 if turn == 1:
                     return None, f"bad_answer: {exc}", calls, completion
-                messages = self.prompts.retry(messages, completion.text, str(exc))
+                unusable = str(exc)
+                messages = self.prompts.retry(messages, completion.text, unusable)
         raise AssertionError("unreachable")
 
     def _call(self, messages: Messages, plan: Plan) -> Completion:

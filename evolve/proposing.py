@@ -234,8 +234,9 @@ class Replay:
             entry = self.schedule.pop(0)
             plan = self.proposer.plan()
             reason = entry.get("reason") or ""
+            refused = reason.startswith("llm_budget") or "; no retry (llm_budget" in reason
             outcome = None if plan is None else self.proposer.ask(
-                plan, turns=len(entry["calls"]), then=reason if reason.startswith("llm_budget") else None)
+                plan, turns=len(entry["calls"]), then=reason if refused else None)
             self._held.append((entry, plan, outcome))
         self._commit_held(ledger, force=False)
 

@@ -91,6 +91,21 @@ def test_unusable_answers_go_back_once_and_failures_never_crash(in_tmp: Path, ll
     assert len(finished("e2")) == 12
 
 
+def test_an_unusable_answer_whose_retry_the_budget_refuses_keeps_its_own_reason(in_tmp: Path,
+                                                                                 llm_env: None) -> None:
+    """The outcome of such a proposal is the answer's flaw; the budget only explains why no retry."""
+    bad_diff = diff_answer([("this line is not in the parent", "x")])
+    with OpenAIServer(lambda r: Reply(bad_diff)) as server:
+        evolve(*softmax_naive_only("e5", 6), *llm_args(server, "llm.max_calls=1"))
+        assert len(server.requests) == 1
+    [proposal] = [x for x in read(in_tmp / "runs/e5/llm.jsonl") if x["kind"] == "proposal"]
+    assert proposal["reason"].startswith("bad_answer: SEARCH block 1 does not match the parent")
+    assert "no retry (llm_budget: LLM budget spent (llm.max_calls=1))" in proposal["reason"]
+    evolve(*softmax_naive_only("e5r", 6), "llm=replay", "llm.recording=runs/e5/llm.jsonl")
+    [again] = [x for x in read(in_tmp / "runs/e5r/llm.jsonl") if x["kind"] == "proposal"]
+    assert again["reason"] == proposal["reason"]  # the replay ends the proposal the same way
+
+
 def test_http_faults_are_retried_with_backoff(in_tmp: Path, llm_env: None) -> None:
     script = [Reply(status=429, retry_after=0.01), Reply(status=500), Reply(garbage=True),
               Reply(kernel_answer(BLOCK_ROW), delay_s=3.0),  # past the 2 s client timeout

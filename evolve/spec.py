@@ -18,6 +18,15 @@ A variant is CUDA device code with one header comment ``/*@evolve ... */`` holdi
     arch_specific: false           # true: compile for the GPU's arch-specific target (sm_90a)
     */
 
+Hopper kernels may also declare TMA tensor maps over task arguments, which the harness encodes
+(``cuTensorMapEncodeTiled``) and passes by value where a kernel's ``args`` name them, and a
+thread-block cluster per launch::
+
+    tensor_maps:                   # box: elements per dimension, innermost (contiguous) first
+      - {name: x_map, buffer: x, box: [64, BM], swizzle: 128, when: K % 8 == 0}
+    kernels:
+      - {name: gemm, grid: ..., block: 384, cluster: [2, 1, 1], args: [x_map, y, M, N, K]}
+
 Expressions use :mod:`evolve.expr` over the task's sizes and the tunables. Quote an expression
 that contains a comma inside ``[...]`` or ``{...}`` (YAML would split it there). The harness owns
 memory, launches and synchronization; the spec only says what to launch.
@@ -46,6 +55,7 @@ MAX_TUNABLES = 12
 MAX_VALUES = 64
 MAX_SPACE = 200_000
 MAX_RESTRICTIONS = 32
+MAX_TENSOR_MAPS = 8
 MAX_YAML_DEPTH = 16  # nested mappings and lists in a spec (its schema needs four)
 # Enumerating the space evaluates every restriction at every configuration: the search process
 # bounds that work (configurations x restriction terms), not only the number of configurations.
@@ -58,6 +68,7 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _COMMENT_OR_STRING = re.compile(
     r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S
 )
+SWIZZLES = (0, 32, 64, 128)  # a tensor map's swizzle span in bytes (0: none)
 _RESERVED = {"min", "max", "ceil_div", "and", "or", "not"}
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where present
 
@@ -76,6 +87,18 @@ class Launch:
     block: tuple[Expr, ...]
     shared: Expr
     args: tuple[str, ...]
+    cluster: tuple[Expr, ...] | None = None  # thread-block cluster dims (sm_90+), None: no cluster
+
+
+@dataclass(frozen=True)
+class TensorMapDecl:
+    """A TMA tensor map the harness encodes over the task argument ``buffer``."""
+
+    name: str
+    buffer: str
+    box: tuple[Expr, ...]  # elements per dimension, innermost (contiguous) first, as TMA takes them
+    swizzle: Expr  # the swizzle span in bytes, one of SWIZZLES (0: none)
+    when: Expr | None = None  # sizes where the map is made; elsewhere the kernel gets 128 zero bytes
 
 
 @dataclass(frozen=True)
@@ -96,6 +119,7 @@ class LaunchSpec:
     # compiled for the arch-specific target of the GPU (sm_90 -> sm_90a), whose instructions
     # (wgmma, setmaxnreg) run on that architecture alone; see evolve.compiler.target_arch
     arch_specific: bool = False
+    tensor_maps: tuple[TensorMapDecl, ...] = ()
 
     @property
     def default(self) -> dict[str, int]:
@@ -187,7 +211,8 @@ def parse_spec(source: str) -> LaunchSpec:
     raw = _load_yaml(text, first_line=source.count("\n", 0, headers[0].start(1)) + 1)
     if not isinstance(raw, dict):
         raise SpecError("launch spec must be a YAML mapping with 'kernels' and 'tunables'")
-    _only_keys(raw, {"kernels", "scratch", "tunables", "restrictions", "arch_specific"}, "spec")
+    _only_keys(raw, {"kernels", "scratch", "tunables", "restrictions", "arch_specific", "tensor_maps"},
+               "spec")
     arch_specific = raw.get("arch_specific", False)
     if not isinstance(arch_specific, bool):
         raise SpecError("'arch_specific' must be true or false")
@@ -202,6 +227,7 @@ def parse_spec(source: str) -> LaunchSpec:
     if len(kernels) > MAX_KERNELS:
         raise SpecError(f"at most {MAX_KERNELS} kernel launches")
     launches = tuple(_launch(i, k) for i, k in enumerate(kernels))
+    maps = _tensor_maps(raw.get("tensor_maps"))
     restrictions = raw.get("restrictions") or []
     if not isinstance(restrictions, list) or len(restrictions) > MAX_RESTRICTIONS:
         raise SpecError(f"'restrictions' must be a list of at most {MAX_RESTRICTIONS} conditions")
@@ -216,6 +242,8 @@ def parse_spec(source: str) -> LaunchSpec:
     clash = tnames & {s.name for s in scratch}
     if clash:
         raise SpecError(f"{sorted(clash)} are both tunables and scratch buffers")
+    if clash := {m.name for m in maps} & (tnames | {s.name for s in scratch}):
+        raise SpecError(f"tensor map {sorted(clash)[0]!r} has the name of a tunable or scratch buffer")
     space = 1
     for t in tunables:
         space *= len(t.values)
@@ -226,7 +254,7 @@ def parse_spec(source: str) -> LaunchSpec:
         raise SpecError(f"search space of {space} configurations times {sum(r.size for r in restr)} "
                         f"restriction terms is too costly to enumerate (limit {MAX_ENUMERATION}); "
                         "use fewer values or simpler restrictions")
-    spec = LaunchSpec(launches, scratch, tunables, restr, raw, arch_specific)
+    spec = LaunchSpec(launches, scratch, tunables, restr, raw, arch_specific, maps)
     try:
         spec.check(spec.default)
     except SpecError as exc:
@@ -331,7 +359,7 @@ def _launch(i: int, k: Any) -> Launch:
     where = f"kernels[{i}]"
     if not isinstance(k, dict):
         raise SpecError(f"{where} must be a mapping with name, grid, block, args")
-    _only_keys(k, {"name", "grid", "block", "shared", "args"}, where)
+    _only_keys(k, {"name", "grid", "block", "shared", "args", "cluster"}, where)
     for key in ("name", "grid", "block", "args"):
         if key not in k:
             raise SpecError(f"{where}: '{key}' is required")
@@ -348,15 +376,58 @@ def _launch(i: int, k: Any) -> Launch:
         block=_exprs(k["block"], f"{where}.block"),
         shared=Expr(k.get("shared", 0)),
         args=tuple(str(a) for a in args),
+        cluster=_exprs(k["cluster"], f"{where}.cluster") if "cluster" in k else None,
     )
+
+
+def _tensor_maps(v: Any) -> tuple[TensorMapDecl, ...]:
+    if v is None:
+        return ()
+    if not isinstance(v, list) or len(v) > MAX_TENSOR_MAPS:
+        raise SpecError(f"'tensor_maps' must be a list of at most {MAX_TENSOR_MAPS} "
+                        "{name, buffer, box, swizzle} mappings")
+    maps: list[TensorMapDecl] = []
+    for i, m in enumerate(v):
+        where = f"tensor_maps[{i}]"
+        if not isinstance(m, dict):
+            raise SpecError(f"{where} must be a mapping {{name, buffer, box, swizzle}}")
+        _only_keys(m, {"name", "buffer", "box", "swizzle", "when"}, where)
+        for key in ("name", "buffer", "box"):
+            if key not in m:
+                raise SpecError(f"{where}: '{key}' is required")
+        name = _ident(m["name"], "tensor map")
+        if any(t.name == name for t in maps):
+            raise SpecError(f"tensor map {name!r} is declared twice")
+        box = m["box"]
+        if (not isinstance(box, list) or not 1 <= len(box) <= 5
+                or any(isinstance(b, bool | dict | list) or b is None for b in box)):
+            raise SpecError(f"tensor map {name}: 'box' must be a list of 1 to 5 expressions "
+                            "(elements per dimension, innermost first)")
+        swizzle = m.get("swizzle", "none")
+        if (isinstance(swizzle, bool) or not isinstance(swizzle, str | int)
+                or (isinstance(swizzle, int) and swizzle not in SWIZZLES)):
+            raise SpecError(f"tensor map {name}: swizzle must be none, 32, 64 or 128 (bytes) or an "
+                            f"expression of the tunables, not {swizzle!r}")
+        when = m.get("when")
+        if "when" in m and (isinstance(when, bool | dict | list) or when is None):
+            raise SpecError(f"tensor map {name}: 'when' must be a condition, e.g. K % 8 == 0")
+        maps.append(TensorMapDecl(name, _ident(m["buffer"], f"tensor map {name}: buffer"),
+                                  tuple(Expr(b) for b in box), Expr(0 if swizzle == "none" else swizzle),
+                                  Expr(when) if "when" in m else None))
+    return tuple(maps)
 
 
 def iter_names(spec: LaunchSpec) -> Iterator[str]:
     """Every name the spec's launch expressions refer to (for binding checks)."""
+    maps = {m.name for m in spec.tensor_maps}
     for launch in spec.launches:
-        for e in (*launch.grid, *launch.block, launch.shared):
+        for e in (*launch.grid, *launch.block, launch.shared, *(launch.cluster or ())):
             yield from e.names
         for a in launch.args:
-            yield from Expr(a).names
+            yield from Expr(a).names - maps
     for s in spec.scratch:
         yield from s.size.names
+    for m in spec.tensor_maps:
+        yield m.buffer
+        for e in (*m.box, m.swizzle, *([m.when] if m.when else [])):
+            yield from e.names

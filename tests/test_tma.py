@@ -270,7 +270,7 @@ def test_the_export_names_maps_and_clusters() -> None:
     t = load_task(read_task_file(TASK_FILE))
     v = Variant.parse(TILE_COPY)
     (calls,) = _launches(v, t, H200, {"BX": 32, "BY": 8, "CLUSTER": 2}).values()
-    assert calls == [{"kernel": "tile_copy", "grid": (32, 128, 1), "block": (128, 1, 1), "shared_bytes": 1024,
+    assert calls == [{"kernel": "tile_copy", "grid": (32, 128, 1), "block": (128, 1, 1), "shared_bytes": 1152,
                       "args": ["x_map", "x", "out", 1024, 1024], "cluster": (2, 1, 1)}]
 
 

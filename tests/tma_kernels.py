@@ -39,7 +39,13 @@ __device__ __forceinline__ void tma_store(const TensorMap* map, int x0, int y0, 
     asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
                  :: "l"(map), "r"(x0), "r"(y0), "r"(src) : "memory");
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // written, not only read
+}
+// dynamic shared memory from its first 128-byte boundary (TMA's alignment for its boxes)
+__device__ __forceinline__ float* aligned_smem() {
+    extern __shared__ unsigned char smem[];
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    return (float*)(smem + ((128u - s % 128u) % 128u));
 }
 """
 
@@ -55,7 +61,7 @@ kernels:
   - name: tile_copy
     grid: ["CLUSTER * ceil_div(cols, BX * CLUSTER)", "ceil_div(rows, BY)"]
     block: 128
-    shared: BX * BY * 4
+    shared: BX * BY * 4 + 128
     cluster: [CLUSTER, 1, 1]
     args: [x_map, x, out, rows, cols]
 tunables:
@@ -66,7 +72,7 @@ tunables:
 """ + _COMMON + r"""
 extern "C" __global__ void tile_copy(const __grid_constant__ TensorMap x_map, const float* x, float* out,
                                      int rows, int cols) {
-    extern __shared__ __align__(128) float tile[];
+    float* tile = aligned_smem();
     __shared__ __align__(8) unsigned long long bar;
     const int x0 = blockIdx.x * BX, y0 = blockIdx.y * BY;
     if (cols % 4 != 0) {  // no map at these sizes (rows not 16-byte multiples): plain loads
@@ -104,7 +110,7 @@ kernels:
   - name: tma_outside
     grid: ["ceil_div(cols, BX)", "ceil_div(rows, BY)"]
     block: 128
-    shared: 2 * BX * BY * 4
+    shared: 2 * BX * BY * 4 + 128
     args: [x_map, out_map, rows, cols]
 tunables:
   BX: {values: [32], default: 32}
@@ -113,7 +119,7 @@ tunables:
 """ + _COMMON + r"""
 extern "C" __global__ void tma_outside(const __grid_constant__ TensorMap x_map,
                                        const __grid_constant__ TensorMap out_map, int rows, int cols) {
-    extern __shared__ __align__(128) float tile[];
+    float* tile = aligned_smem();
     float* junk = tile + BX * BY;
     __shared__ __align__(8) unsigned long long bar;
     const int x0 = blockIdx.x * BX, y0 = blockIdx.y * BY;

@@ -107,8 +107,9 @@ def encode(m: TensorMap, array: Any) -> _Aligned:
     item = ITEMSIZE[m.dtype]
     expected = (*reversed(m.strides), item)
     if shape != tuple(reversed(m.dims)) or strides != expected:
-        raise Fail(Status.LAUNCH_ERROR, f"tensor map {m.name}: {m.buffer} is {list(shape)} with strides "
-                                        f"{list(strides)}, not the {list(reversed(m.dims))} the plan has")
+        raise Fail(Status.LAUNCH_ERROR, f"tensor map {m.name}: {m.buffer} is {list(shape)} with byte strides "
+                                        f"{list(strides)}; the plan's map is over {list(reversed(m.dims))} "
+                                        f"with {list(expected)}")
     rank = len(m.dims)
     out = _Aligned()
     dims = (ctypes.c_uint64 * rank)(*m.dims)

@@ -101,12 +101,25 @@ def _interface(array: Any) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
     return int(iface["data"][0]), shape, tuple(strides)
 
 
+def _layout(array: Any) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """A device array's address, shape and byte strides: CuPy's own attributes (cheap: this runs
+    inside timed calls), else its __cuda_array_interface__."""
+    ptr = getattr(getattr(array, "data", None), "ptr", None)
+    if isinstance(ptr, int):
+        return ptr, array.shape, array.strides
+    return _interface(array)
+
+
 def encode(m: TensorMap, array: Any) -> _Aligned:
     """cuTensorMapEncodeTiled over ``array``, which must be the buffer the plan describes."""
-    ptr, shape, strides = _interface(array)
+    ptr, shape, strides = _layout(array)
     item = ITEMSIZE[m.dtype]
     expected = (*reversed(m.strides), item)
-    if shape != tuple(reversed(m.dims)) or strides != expected:
+    # the map's figures are the plan's: the array must be exactly that memory (a stride of an
+    # extent of 1 addresses nothing)
+    same = shape == tuple(reversed(m.dims)) and all(
+        n == 1 or s == e for n, s, e in zip(shape, strides, expected, strict=True))
+    if not same:
         raise Fail(Status.LAUNCH_ERROR, f"tensor map {m.name}: {m.buffer} is {list(shape)} with byte strides "
                                         f"{list(strides)}; the plan's map is over {list(reversed(m.dims))} "
                                         f"with {list(expected)}")
@@ -152,12 +165,12 @@ class Launcher:
     """Launches through cuLaunchKernelEx, with the tensor maps each call's buffers need."""
 
     def __init__(self) -> None:
-        self._maps: dict[tuple[TensorMap, int], _Aligned] = {}
+        self._maps: dict[tuple[TensorMap, Any], _Aligned] = {}
         self._prepared: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     def tensor_map(self, m: TensorMap, array: Any) -> _Aligned:
-        """The map over this very buffer: encoded again for any other allocation."""
-        key = (m, _interface(array)[0])
+        """The map over this very buffer: encoded again for any other allocation or shape."""
+        key = (m, _layout(array))
         found = self._maps.get(key)
         if found is None:
             found = encode(m, array)
@@ -170,10 +183,10 @@ class Launcher:
                buffers: Mapping[str, Any], stream: int) -> None:
         """Enqueue ``call``; raise DriverError where the driver refuses it."""
         used = tuple(maps.get(str(v)) for kind, v in call.args if kind == "tensor_map")
-        ptrs = tuple(_interface(buffers[v])[0] if kind == "buffer" else
-                     _interface(buffers[maps[str(v)].buffer])[0] if kind == "tensor_map" and str(v) in maps
+        ptrs = tuple(_layout(buffers[v])[0] if kind == "buffer" else
+                     _layout(buffers[maps[str(v)].buffer]) if kind == "tensor_map" and str(v) in maps
                      else v for kind, v in call.args)
-        key = (function, call, used, ptrs, stream)  # a map's extents and its buffer's address
+        key = (function, call, used, ptrs, stream)  # a map's extents, its buffer's address and shape
         prepared = self._prepared.get(key)
         if prepared is None:
             holders: list[Any] = []

@@ -13,8 +13,9 @@ from evolve.cubin import CubinInfo
 from evolve.errors import SpecError
 from evolve.expr import Expr
 from evolve.hardware import Hardware
-from evolve.spec import DTYPES, SWIZZLES, LaunchSpec, TensorMapDecl
+from evolve.spec import DTYPES, LaunchSpec
 from evolve.task import Task
+from evolve.tensor_maps import TensorMap, TensorMapDecl, resolve
 
 MAX_GRID = (2**31 - 1, 65535, 65535)
 MAX_BLOCK = (1024, 1024, 64)
@@ -23,11 +24,6 @@ MAX_SCRATCH_BYTES = 1 << 32  # 4 GiB, and never more than 4x the task's own buff
 ARG_BYTES = {"buffer": 8, "int32": 4, "tensor_map": 128}
 ARG_ALIGN = {"buffer": 8, "int32": 4, "tensor_map": 64}  # CUtensorMap is alignas(64)
 MAX_CLUSTER = 8  # blocks per cluster without the non-portable attribute
-# cuTensorMapEncodeTiled's limits: box dims, the inner box's bytes, global dims and byte strides
-MAX_BOX = 256
-TMA_ALIGN = 16
-MAX_TMA_DIM = 1 << 32
-MAX_TMA_STRIDE = 1 << 40
 
 
 @dataclass(frozen=True)
@@ -48,20 +44,6 @@ class ScratchBuffer:
     dtype: str
     count: int
     zero: bool
-
-
-@dataclass(frozen=True)
-class TensorMap:
-    """A tensor map over a task argument at one size, every figure innermost dimension first
-    (cuTensorMapEncodeTiled's order); the worker encodes it over the argument's device buffer."""
-
-    name: str
-    buffer: str
-    dtype: str
-    dims: tuple[int, ...]  # the argument's extents: TMA clamps every box to them
-    strides: tuple[int, ...]  # bytes from one index of dims[1:] to the next (rank - 1 of them)
-    box: tuple[int, ...]
-    swizzle: int  # span in bytes; 0: none
 
 
 @dataclass(frozen=True)
@@ -153,51 +135,6 @@ def _cluster(kernel: str, exprs: tuple[Expr, ...], grid: tuple[int, int, int], e
     return cluster
 
 
-def _tensor_map(m: TensorMapDecl, task: Task, sizes: Mapping[str, int], env: Mapping[str, int]
-                ) -> TensorMap:
-    """The map at these sizes, checked against cuTensorMapEncodeTiled's rules."""
-    arg = next((a for a in task.args if a.name == m.buffer), None)
-    if arg is None:
-        raise SpecError(f"tensor map {m.name}: buffer {m.buffer!r} is not a task argument "
-                        f"({', '.join(a.name for a in task.args)})")
-    shape = task.shape(arg, sizes)
-    if len(m.box) != len(shape):
-        raise SpecError(f"tensor map {m.name}: box has {len(m.box)} dimensions but {m.buffer} has "
-                        f"{len(shape)} ({list(shape)})")
-    if not 1 <= len(shape) <= 5:
-        raise SpecError(f"tensor map {m.name}: {m.buffer} has {len(shape)} dimensions (TMA takes 1 to 5)")
-    item = DTYPES[arg.dtype]
-    dims = tuple(reversed(shape))
-    box = tuple(e.int_value(env) for e in m.box)
-    for axis, b in enumerate(box):
-        if not 1 <= b <= MAX_BOX:
-            raise SpecError(f"tensor map {m.name}: box[{axis}] = {b} at {dict(env)} (must be 1..{MAX_BOX})")
-    inner = box[0] * item
-    if inner % TMA_ALIGN:
-        raise SpecError(f"tensor map {m.name}: the inner box dimension is {inner} bytes "
-                        f"({box[0]} x {arg.dtype}); TMA needs a multiple of {TMA_ALIGN}")
-    swizzle = m.swizzle.int_value(env)
-    if swizzle not in SWIZZLES:
-        raise SpecError(f"tensor map {m.name}: swizzle {m.swizzle.text} = {swizzle} at {dict(env)} "
-                        "(must be 0 for none, 32, 64 or 128)")
-    if swizzle and inner > swizzle:
-        raise SpecError(f"tensor map {m.name}: the inner box dimension is {inner} bytes, more than "
-                        f"the {swizzle}-byte swizzle span")
-    strides, stride = [], item
-    for d in dims[:-1]:
-        stride *= d
-        strides.append(stride)
-    if any(not 1 <= d <= MAX_TMA_DIM for d in dims):
-        raise SpecError(f"tensor map {m.name}: {m.buffer}'s extents {list(shape)} at {dict(sizes)} "
-                        f"must be 1..{MAX_TMA_DIM}")
-    for axis, st in enumerate(strides, start=1):
-        if st % TMA_ALIGN or st >= MAX_TMA_STRIDE:
-            raise SpecError(f"tensor map {m.name}: {m.buffer}'s dimension {axis} (innermost first) has a "
-                            f"stride of {st} bytes at {dict(sizes)}; TMA needs a multiple of {TMA_ALIGN} "
-                            f"below 2^40")
-    return TensorMap(m.name, m.buffer, arg.dtype, dims, tuple(strides), box, swizzle)
-
-
 def _dims(exprs: tuple[Expr, ...], env: Mapping[str, int], limits: tuple[int, int, int],
           what: str) -> tuple[int, int, int]:
     vals = [e.int_value(env) for e in exprs] + [1] * (3 - len(exprs))
@@ -254,3 +191,12 @@ def _layout(kinds: list[str], base: int) -> tuple[list[tuple[int, int]], int]:
         out.append((offset - base, ARG_BYTES[kind]))
         offset += ARG_BYTES[kind]
     return out, offset - base
+
+
+def _tensor_map(m: TensorMapDecl, task: Task, sizes: Mapping[str, int], env: Mapping[str, int]
+                ) -> TensorMap:
+    arg = next((a for a in task.args if a.name == m.buffer), None)
+    if arg is None:
+        raise SpecError(f"tensor map {m.name}: buffer {m.buffer!r} is not a task argument "
+                        f"({', '.join(a.name for a in task.args)})")
+    return resolve(m, arg.dtype, task.shape(arg, sizes), sizes, env)

@@ -18,14 +18,8 @@ A variant is CUDA device code with one header comment ``/*@evolve ... */`` holdi
     arch_specific: false           # true: compile for the GPU's arch-specific target (sm_90a)
     */
 
-Hopper kernels may also declare TMA tensor maps over task arguments, which the harness encodes
-(``cuTensorMapEncodeTiled``) and passes by value where a kernel's ``args`` name them, and a
-thread-block cluster per launch::
-
-    tensor_maps:                   # box: elements per dimension, innermost (contiguous) first
-      - {name: x_map, buffer: x, box: [64, BM], swizzle: 128, when: K % 8 == 0}
-    kernels:
-      - {name: gemm, grid: ..., block: 384, cluster: [2, 1, 1], args: [x_map, y, M, N, K]}
+Hopper kernels may also declare ``tensor_maps`` (TMA maps over task arguments that the harness
+encodes and passes by value where ``args`` name them) and a ``cluster`` per launch: see the README.
 
 Expressions use :mod:`evolve.expr` over the task's sizes and the tunables. Quote an expression
 that contains a comma inside ``[...]`` or ``{...}`` (YAML would split it there). The harness owns
@@ -47,6 +41,7 @@ import yaml
 from evolve.dtypes import ITEMSIZE
 from evolve.errors import SpecError
 from evolve.expr import Expr
+from evolve.tensor_maps import TensorMapDecl, declare
 
 MAX_SOURCE_CHARS = 100_000
 MAX_SPEC_CHARS = 16_000
@@ -68,7 +63,6 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _COMMENT_OR_STRING = re.compile(
     r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S
 )
-SWIZZLES = (0, 32, 64, 128)  # a tensor map's swizzle span in bytes (0: none)
 _RESERVED = {"min", "max", "ceil_div", "and", "or", "not"}
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where present
 
@@ -88,17 +82,6 @@ class Launch:
     shared: Expr
     args: tuple[str, ...]
     cluster: tuple[Expr, ...] | None = None  # thread-block cluster dims (sm_90+), None: no cluster
-
-
-@dataclass(frozen=True)
-class TensorMapDecl:
-    """A TMA tensor map the harness encodes over the task argument ``buffer``."""
-
-    name: str
-    buffer: str
-    box: tuple[Expr, ...]  # elements per dimension, innermost (contiguous) first, as TMA takes them
-    swizzle: Expr  # the swizzle span in bytes, one of SWIZZLES (0: none)
-    when: Expr | None = None  # sizes where the map is made; elsewhere the kernel gets 128 zero bytes
 
 
 @dataclass(frozen=True)
@@ -227,7 +210,7 @@ def parse_spec(source: str) -> LaunchSpec:
     if len(kernels) > MAX_KERNELS:
         raise SpecError(f"at most {MAX_KERNELS} kernel launches")
     launches = tuple(_launch(i, k) for i, k in enumerate(kernels))
-    maps = _tensor_maps(raw.get("tensor_maps"))
+    maps = _tensor_maps(raw.get("tensor_maps") or [])
     restrictions = raw.get("restrictions") or []
     if not isinstance(restrictions, list) or len(restrictions) > MAX_RESTRICTIONS:
         raise SpecError(f"'restrictions' must be a list of at most {MAX_RESTRICTIONS} conditions")
@@ -381,40 +364,21 @@ def _launch(i: int, k: Any) -> Launch:
 
 
 def _tensor_maps(v: Any) -> tuple[TensorMapDecl, ...]:
-    if v is None:
-        return ()
     if not isinstance(v, list) or len(v) > MAX_TENSOR_MAPS:
-        raise SpecError(f"'tensor_maps' must be a list of at most {MAX_TENSOR_MAPS} "
-                        "{name, buffer, box, swizzle} mappings")
-    maps: list[TensorMapDecl] = []
+        raise SpecError(f"'tensor_maps' must be a list of at most {MAX_TENSOR_MAPS} mappings")
+    maps: dict[str, TensorMapDecl] = {}
     for i, m in enumerate(v):
-        where = f"tensor_maps[{i}]"
         if not isinstance(m, dict):
-            raise SpecError(f"{where} must be a mapping {{name, buffer, box, swizzle}}")
-        _only_keys(m, {"name", "buffer", "box", "swizzle", "when"}, where)
-        for key in ("name", "buffer", "box"):
-            if key not in m:
-                raise SpecError(f"{where}: '{key}' is required")
+            raise SpecError(f"tensor_maps[{i}] must be a mapping {{name, buffer, box, swizzle, when}}")
+        _only_keys(m, {"name", "buffer", "box", "swizzle", "when"}, f"tensor_maps[{i}]")
+        if missing := [key for key in ("name", "buffer", "box") if key not in m]:
+            raise SpecError(f"tensor_maps[{i}]: '{missing[0]}' is required")
         name = _ident(m["name"], "tensor map")
-        if any(t.name == name for t in maps):
+        if name in maps:
             raise SpecError(f"tensor map {name!r} is declared twice")
-        box = m["box"]
-        if (not isinstance(box, list) or not 1 <= len(box) <= 5
-                or any(isinstance(b, bool | dict | list) or b is None for b in box)):
-            raise SpecError(f"tensor map {name}: 'box' must be a list of 1 to 5 expressions "
-                            "(elements per dimension, innermost first)")
-        swizzle = m.get("swizzle", "none")
-        if (isinstance(swizzle, bool) or not isinstance(swizzle, str | int)
-                or (isinstance(swizzle, int) and swizzle not in SWIZZLES)):
-            raise SpecError(f"tensor map {name}: swizzle must be none, 32, 64 or 128 (bytes) or an "
-                            f"expression of the tunables, not {swizzle!r}")
-        when = m.get("when")
-        if "when" in m and (isinstance(when, bool | dict | list) or when is None):
-            raise SpecError(f"tensor map {name}: 'when' must be a condition, e.g. K % 8 == 0")
-        maps.append(TensorMapDecl(name, _ident(m["buffer"], f"tensor map {name}: buffer"),
-                                  tuple(Expr(b) for b in box), Expr(0 if swizzle == "none" else swizzle),
-                                  Expr(when) if "when" in m else None))
-    return tuple(maps)
+        maps[name] = declare(name, _ident(m["buffer"], f"tensor map {name}: buffer"), m["box"],
+                             m.get("swizzle", "none"), m.get("when"))
+    return tuple(maps.values())
 
 
 def iter_names(spec: LaunchSpec) -> Iterator[str]:

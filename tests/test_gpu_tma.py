@@ -56,6 +56,7 @@ def judge() -> Iterator[Any]:
     {"BX": 32, "BY": 16, "CLUSTER": 1},
     {"BX": 4, "BY": 8, "CLUSTER": 2},  # 16-byte box rows; clusters of 2 (boxes wholly outside x)
     {"BX": 64, "BY": 8, "CLUSTER": 2},  # 256-byte box rows
+    {"BX": 64, "BY": 256, "CLUSTER": 2},  # 64 KiB boxes: more than 48 KiB of dynamic shared memory
 ])
 def test_a_tma_load_is_right_at_ragged_sizes_with_partial_boxes_zero_filled(
         judge: Any, tunables: dict[str, int]) -> None:

@@ -143,7 +143,7 @@ TOO_MANY = "tensor_maps:\n" + "".join(f"  - {{name: m{i}, buffer: x, box: [8]}}\
 @pytest.mark.parametrize(("maps", "words"), [
     ("tensor_maps: {x_map: 1}\n", "'tensor_maps' must be a list of at most 8"),
     (TOO_MANY, "'tensor_maps' must be a list of at most 8"),
-    ("tensor_maps: [7]\n", "tensor_maps[0] must be a mapping {name, buffer, box, swizzle}"),
+    ("tensor_maps: [7]\n", "tensor_maps[0] must be a mapping {name, buffer, box, swizzle, when}"),
     ("tensor_maps: [{name: m, buffer: x, box: [8], mode: tiled}]\n",
      "unknown key(s) ['mode'] in tensor_maps[0]"),
     ("tensor_maps: [{name: m, buffer: x}]\n", "tensor_maps[0]: 'box' is required"),

@@ -66,7 +66,7 @@ kernels:
     args: [x_map, x, out, rows, cols]
 tunables:
   BX: {values: [4, 32, 64], default: 32}
-  BY: {values: [8, 16], default: 16}
+  BY: {values: [8, 16, 256], default: 16}
   CLUSTER: {values: [1, 2], default: 1}
 */
 """ + _COMMON + r"""

@@ -19,7 +19,8 @@ from typing import Any
 from evolve.backends.failure import Fail
 from evolve.dtypes import ITEMSIZE
 from evolve.measurement import Status
-from evolve.plan import Call, TensorMap
+from evolve.plan import Call
+from evolve.tensor_maps import TensorMap
 
 TENSOR_MAP_BYTES = 128
 _TENSOR_MAP_ALIGN = 64

@@ -6,7 +6,8 @@ these are ctypes calls into libcuda, the library CuPy itself runs on, in the sam
 A map is encoded from the device buffer it describes (its pointer, true extents and byte
 strides), so the hardware's own bounds check is the buffer's: a box that runs past the edge is
 zero-filled on loads and clipped on stores, and a map can reach nothing its buffer's pointer
-could not. Encodings are cached by plan entry and pointer: a reallocated buffer gets a new one.
+could not. Encodings are cached by the plan's map and the buffer's address, shape and strides: a
+reallocated buffer gets a new one.
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ from typing import Any
 from evolve.backends.failure import Fail
 from evolve.dtypes import ITEMSIZE
 from evolve.measurement import Status
-from evolve.plan import Call
+from evolve.plan import ARG_ALIGN, ARG_BYTES, Call
 from evolve.tensor_maps import TensorMap
 
-TENSOR_MAP_BYTES = 128
-_TENSOR_MAP_ALIGN = 64
+TENSOR_MAP_BYTES, _TENSOR_MAP_ALIGN = ARG_BYTES["tensor_map"], ARG_ALIGN["tensor_map"]
 # CUtensorMapDataType by dtype; any other dtype is copied as raw bits of its width
 _DATA_TYPE = {"float16": 6, "bfloat16": 9, "float32": 7, "float64": 8, "int32": 3, "int64": 5,
               "uint32": 2}

@@ -53,10 +53,11 @@ def judge() -> Iterator[Any]:
 
 
 @pytest.mark.parametrize("tunables", [
-    {"BX": 32, "BY": 16, "CLUSTER": 1},
-    {"BX": 4, "BY": 8, "CLUSTER": 2},  # 16-byte box rows; clusters of 2 (boxes wholly outside x)
-    {"BX": 64, "BY": 8, "CLUSTER": 2},  # 256-byte box rows
-    {"BX": 64, "BY": 256, "CLUSTER": 2},  # 64 KiB boxes: more than 48 KiB of dynamic shared memory
+    {"BX": 32, "BY": 16, "CLUSTER": 1, "SW": 0},
+    {"BX": 4, "BY": 8, "CLUSTER": 2, "SW": 0},  # 16-byte box rows; clusters of 2 (boxes wholly outside x)
+    {"BX": 64, "BY": 8, "CLUSTER": 2, "SW": 0},  # 256-byte box rows
+    {"BX": 64, "BY": 256, "CLUSTER": 2, "SW": 0},  # 64 KiB boxes: more than 48 KiB of dynamic shared memory
+    {"BX": 32, "BY": 16, "CLUSTER": 1, "SW": 128},  # the box in the 128-byte swizzle
 ])
 def test_a_tma_load_is_right_at_ragged_sizes_with_partial_boxes_zero_filled(
         judge: Any, tunables: dict[str, int]) -> None:
@@ -66,8 +67,12 @@ def test_a_tma_load_is_right_at_ragged_sizes_with_partial_boxes_zero_filled(
 
 
 def test_a_tma_load_of_the_wrong_box_is_judged_wrong(judge: Any) -> None:
-    """The control: what the map loads is really what is checked (a box one column off)."""
-    m = judge(TILE_COPY.replace("&x_map, x0, y0,", "&x_map, x0 + 1, y0,"))
+    """The controls: what the map loads is really what is checked (a box one column off), and the
+    swizzle is the one the spec asked for (the kernel undoes a 128-byte swizzle the map lacks)."""
+    m = judge(TILE_COPY.replace("&x_map, x0, y0,", "&x_map, x0 + 4, y0,"))
+    assert m.status is Status.WRONG, f"{m.status}: {m.reason}"
+    m = judge(TILE_COPY.replace("swizzle: SW,", "swizzle: none,"),
+              {"BX": 32, "BY": 16, "CLUSTER": 1, "SW": 128})
     assert m.status is Status.WRONG, f"{m.status}: {m.reason}"
 
 

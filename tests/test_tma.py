@@ -259,7 +259,8 @@ def test_the_test_kernels_compile_for_sm90_and_plan_at_every_size() -> None:
             info = inspect(compile_cuda(source, cfg, "sm_90", cache=False).cubin)
             for sizes in t.correctness_sizes:
                 assert param_mismatch(make_plan(v.spec, t, sizes, cfg, H200), info) is None
-    plan = make_plan(parse_spec(TILE_COPY), t, {"rows": 5, "cols": 7}, {"BX": 4, "BY": 8, "CLUSTER": 2}, H200)
+    cfg = {"BX": 4, "BY": 8, "CLUSTER": 2, "SW": 0}
+    plan = make_plan(parse_spec(TILE_COPY), t, {"rows": 5, "cols": 7}, cfg, H200)
     assert plan.tensor_maps == () and plan.calls[0].args[0] == ("tensor_map", "x_map")
     assert plan.calls[0].grid == (2, 1, 1) and plan.calls[0].cluster == (2, 1, 1)
     with pytest.raises(SpecError, match=r"x's dimension 1 \(innermost first\) has a stride of 28 bytes"):
@@ -269,8 +270,8 @@ def test_the_test_kernels_compile_for_sm90_and_plan_at_every_size() -> None:
 def test_the_export_names_maps_and_clusters() -> None:
     t = load_task(read_task_file(TASK_FILE))
     v = Variant.parse(TILE_COPY)
-    (calls,) = _launches(v, t, H200, {"BX": 32, "BY": 8, "CLUSTER": 2}).values()
-    assert calls == [{"kernel": "tile_copy", "grid": (32, 128, 1), "block": (128, 1, 1), "shared_bytes": 1152,
+    (calls,) = _launches(v, t, H200, {"BX": 32, "BY": 8, "CLUSTER": 2, "SW": 0}).values()
+    assert calls == [{"kernel": "tile_copy", "grid": (32, 128, 1), "block": (128, 1, 1), "shared_bytes": 2048,
                       "args": ["x_map", "x", "out", 1024, 1024], "cluster": (2, 1, 1)}]
 
 

@@ -41,33 +41,38 @@ __device__ __forceinline__ void tma_store(const TensorMap* map, int x0, int y0, 
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // written, not only read
 }
-// dynamic shared memory from its first 128-byte boundary (TMA's alignment for its boxes)
+// dynamic shared memory from its first 1024-byte boundary (a whole 128-byte swizzle pattern;
+// TMA itself wants 128)
 __device__ __forceinline__ float* aligned_smem() {
     extern __shared__ unsigned char smem[];
     unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    return (float*)(smem + ((128u - s % 128u) % 128u));
+    return (float*)(smem + ((1024u - s % 1024u) % 1024u));
 }
 """
 
-# (a) A box of x into shared memory by TMA, written out by the threads. Boxes at the right and
+# (a) A box of x into shared memory by TMA (SW = 128: in the 128-byte swizzle, which the threads
+# undo), written out by the threads. Boxes at the right and
 # bottom edges are partial: TMA zero-fills what lies outside x, and the kernel checks that it did
 # (a non-zero fill poisons the block's first output element, so the evaluator sees a wrong
 # answer). With CLUSTER > 1 the grid is rounded up to whole clusters: the extra blocks' boxes
 # lie wholly outside x, read as zeros and write nothing.
 TILE_COPY = r"""/*@evolve
 tensor_maps:
-  - {name: x_map, buffer: x, box: [BX, BY], when: "cols % 4 == 0"}
+  - {name: x_map, buffer: x, box: [BX, BY], swizzle: SW, when: "cols % 4 == 0"}
 kernels:
   - name: tile_copy
     grid: ["CLUSTER * ceil_div(cols, BX * CLUSTER)", "ceil_div(rows, BY)"]
     block: 128
-    shared: BX * BY * 4 + 128
+    shared: BX * BY * 4 + 1024
     cluster: [CLUSTER, 1, 1]
     args: [x_map, x, out, rows, cols]
 tunables:
   BX: {values: [4, 32, 64], default: 32}
   BY: {values: [8, 16, 256], default: 16}
   CLUSTER: {values: [1, 2], default: 1}
+  SW: {values: [0, 128], default: 0}
+restrictions:
+  - SW == 0 or BX == 32       # 128-byte swizzle: box rows of exactly 128 bytes
 */
 """ + _COMMON + r"""
 extern "C" __global__ void tile_copy(const __grid_constant__ TensorMap x_map, const float* x, float* out,
@@ -90,8 +95,10 @@ extern "C" __global__ void tile_copy(const __grid_constant__ TensorMap x_map, co
     bool zero_filled = true;
     for (int i = threadIdx.x; i < BX * BY; i += blockDim.x) {
         int r = y0 + i / BX, c = x0 + i % BX;
-        if (r < rows && c < cols) out[(long long)r * cols + c] = tile[i];
-        else if (tile[i] != 0.f) zero_filled = false;
+        // 128-byte swizzle: 16-byte chunk j of box row k is stored at chunk j ^ (k % 8)
+        int at = SW ? (i / BX) * BX + ((((i % BX) / 4) ^ ((i / BX) % 8)) * 4) + i % 4 : i;
+        if (r < rows && c < cols) out[(long long)r * cols + c] = tile[at];
+        else if (tile[at] != 0.f) zero_filled = false;
     }
     if (!__syncthreads_and(zero_filled) && threadIdx.x == 0 && y0 < rows && x0 < cols)
         out[(long long)y0 * cols + x0] = __int_as_float(0x7fc00000);
@@ -110,7 +117,7 @@ kernels:
   - name: tma_outside
     grid: ["ceil_div(cols, BX)", "ceil_div(rows, BY)"]
     block: 128
-    shared: 2 * BX * BY * 4 + 128
+    shared: 2 * BX * BY * 4 + 1024
     args: [x_map, out_map, rows, cols]
 tunables:
   BX: {values: [32], default: 32}

@@ -197,7 +197,8 @@ def _launches(variant: Any, task: Task, hw: Hardware, tunables: dict[str, int]) 
         plan = make_plan(variant.spec, task, sizes, tunables, hw)
         out[size_label(sizes)] = [
             {"kernel": c.kernel, "grid": c.grid, "block": c.block, "shared_bytes": c.shared,
-             "args": [v if kind == "buffer" else int(v) for kind, v in c.args]}
+             "args": [int(v) if kind == "int32" else v for kind, v in c.args],
+             **({"cluster": c.cluster} if c.cluster else {})}
             for c in plan.calls
         ]
     return out
@@ -218,6 +219,7 @@ def _best_cu(study: optuna.Study, task: Task, hw: Hardware, s: Summary,
             lines.append(
                 f"//   {c['kernel']}<<<{tuple(c['grid'])}, {tuple(c['block'])}, {c['shared_bytes']}>>>"
                 f"({', '.join(map(str, c['args']))})"
+                + (f" in clusters of {tuple(c['cluster'])}" if c.get("cluster") else "")
             )
     return "\n".join([*lines, source]) + ("\n" if not source.endswith("\n") else "")
 

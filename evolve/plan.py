@@ -15,11 +15,15 @@ from evolve.expr import Expr
 from evolve.hardware import Hardware
 from evolve.spec import DTYPES, LaunchSpec
 from evolve.task import Task
+from evolve.tensor_maps import TensorMap, TensorMapDecl, resolve
 
 MAX_GRID = (2**31 - 1, 65535, 65535)
 MAX_BLOCK = (1024, 1024, 64)
 MAX_SCRATCH_BYTES = 1 << 32  # 4 GiB, and never more than 4x the task's own buffers
-ARG_BYTES = {"buffer": 8, "int32": 4}  # what the harness passes: a device pointer, an int
+# What the harness passes: a device pointer, an int, a CUtensorMap by value (128 bytes).
+ARG_BYTES = {"buffer": 8, "int32": 4, "tensor_map": 128}
+ARG_ALIGN = {"buffer": 8, "int32": 4, "tensor_map": 64}  # CUtensorMap is alignas(64)
+MAX_CLUSTER = 8  # blocks per cluster without the non-portable attribute
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,10 @@ class Call:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared: int
-    args: tuple[tuple[str, str | int], ...]  # ("buffer", name) or ("int32", value)
+    # ("buffer", name), ("int32", value) or ("tensor_map", name): a map of the plan's tensor_maps,
+    # or 128 zero bytes where the spec's map is not made at these sizes (its 'when' is false)
+    args: tuple[tuple[str, str | int], ...]
+    cluster: tuple[int, int, int] | None = None  # thread-block cluster dims; None: launched without
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,7 @@ class ScratchBuffer:
 class Plan:
     scratch: tuple[ScratchBuffer, ...]
     calls: tuple[Call, ...]
+    tensor_maps: tuple[TensorMap, ...] = ()
 
 
 def make_plan(spec: LaunchSpec, task: Task, sizes: Mapping[str, int],
@@ -69,6 +77,13 @@ def make_plan(spec: LaunchSpec, task: Task, sizes: Mapping[str, int],
     if total > min(MAX_SCRATCH_BYTES, 4 * task_bytes + (1 << 20)):
         raise SpecError(f"scratch of {total} bytes is too large for this task at {dict(sizes)}")
 
+    declared = {m.name for m in spec.tensor_maps}
+    if declared:
+        _hopper(hw, "tensor maps")
+    if clash := declared & (buffers | set(sizes)):
+        raise SpecError(f"tensor map {sorted(clash)[0]!r} has the name of a task argument or size")
+    maps = {m.name: _tensor_map(m, task, sizes, env) for m in spec.tensor_maps
+            if m.when is None or m.when.holds(env)}  # the others are passed as 128 zero bytes
     names = buffers | {s.name for s in scratch}
     calls = []
     for launch in spec.launches:
@@ -82,17 +97,42 @@ def make_plan(spec: LaunchSpec, task: Task, sizes: Mapping[str, int],
             raise SpecError(
                 f"{launch.kernel}: {shared} bytes of dynamic shared memory (limit {hw.max_shared_per_block})"
             )
+        cluster = None
+        if launch.cluster is not None:
+            cluster = _cluster(launch.kernel, launch.cluster, grid, env, hw)
         args: list[tuple[str, str | int]] = []
         for a in launch.args:
             if a in names:
                 args.append(("buffer", a))
                 continue
+            if a in declared:
+                args.append(("tensor_map", a))
+                continue
             v = Expr(a).int_value(env)
             if not -(2**31) <= v < 2**31:
                 raise SpecError(f"{launch.kernel}: argument {a!r} = {v} does not fit in int32")
             args.append(("int32", v))
-        calls.append(Call(launch.kernel, grid, block, shared, tuple(args)))
-    return Plan(tuple(scratch), tuple(calls))
+        calls.append(Call(launch.kernel, grid, block, shared, tuple(args), cluster))
+    return Plan(tuple(scratch), tuple(calls), tuple(maps.values()))
+
+
+def _hopper(hw: Hardware, what: str) -> None:
+    digits = hw.arch.removeprefix("sm_").rstrip("a")
+    if not digits.isdigit() or int(digits) < 90:
+        raise SpecError(f"{what} need a GPU of sm_90 (Hopper) or newer; this one is {hw.arch}")
+
+
+def _cluster(kernel: str, exprs: tuple[Expr, ...], grid: tuple[int, int, int], env: Mapping[str, int],
+             hw: Hardware) -> tuple[int, int, int]:
+    _hopper(hw, "thread-block clusters")
+    cluster = _dims(exprs, env, (MAX_CLUSTER,) * 3, f"{kernel} cluster")
+    if cluster[0] * cluster[1] * cluster[2] > MAX_CLUSTER:
+        raise SpecError(f"{kernel}: a cluster of {cluster} is {cluster[0] * cluster[1] * cluster[2]} blocks "
+                        f"(at most {MAX_CLUSTER})")
+    for axis, g, c in zip("xyz", grid, cluster, strict=True):
+        if g % c:
+            raise SpecError(f"{kernel}: grid.{axis} = {g} is not a multiple of cluster.{axis} = {c}")
+    return cluster
 
 
 def _dims(exprs: tuple[Expr, ...], env: Mapping[str, int], limits: tuple[int, int, int],
@@ -121,16 +161,42 @@ def param_mismatch(plan: Plan, info: CubinInfo) -> str | None:
         declared = info.params.get(call.kernel)
         if declared is None:
             continue
-        passed = [ARG_BYTES[kind] for kind, _ in call.args]
-        offset, expected = 0, []
-        for size in passed:
-            offset = -(-offset // size) * size
-            expected.append((offset, size))
-            offset += size
+        kinds = [kind for kind, _ in call.args]
+        passed = [ARG_BYTES[kind] for kind in kinds]
         got = [(p.offset, p.size) for p in declared]
-        if got != expected or info.param_bytes.get(call.kernel, offset) != offset:
+        # Offsets are relative to where the parameters start in the constant bank (0x210 on
+        # sm_90), which is 16-aligned: a 64-aligned CUtensorMap lands 64-aligned in absolute terms.
+        bases = _PARAM_BASES if "tensor_map" in kinds else (0,)
+        if not any(got == expected and info.param_bytes.get(call.kernel, total) == total
+                   for expected, total in (_layout(kinds, base) for base in bases)):
             sizes = ", ".join(str(p.size) for p in declared) or "none"
+            maps = (", a const __grid_constant__ CUtensorMap (128 bytes, 64-aligned) per tensor map"
+                    if "tensor_map" in kinds else "")
             return (f"kernel {call.kernel} takes {len(declared)} parameters ({sizes} bytes) but the spec "
                     f"passes {len(passed)} ({', '.join(map(str, passed)) or 'none'} bytes: "
-                    "a pointer per buffer, an int per expression); make its parameter list match 'args'")
+                    f"a pointer per buffer, an int per expression{maps}); "
+                    "make its parameter list match 'args'")
     return None
+
+
+_PARAM_BASES = (0, 16, 32, 48)  # the parameter block's start, modulo CUtensorMap's alignment
+
+
+def _layout(kinds: list[str], base: int) -> tuple[list[tuple[int, int]], int]:
+    """(offset, size) of each parameter and the block's size, laid out from ``base`` by each
+    kind's alignment, as offsets from ``base``."""
+    offset, out = base, []
+    for kind in kinds:
+        offset = -(-offset // ARG_ALIGN[kind]) * ARG_ALIGN[kind]
+        out.append((offset - base, ARG_BYTES[kind]))
+        offset += ARG_BYTES[kind]
+    return out, offset - base
+
+
+def _tensor_map(m: TensorMapDecl, task: Task, sizes: Mapping[str, int], env: Mapping[str, int]
+                ) -> TensorMap:
+    arg = next((a for a in task.args if a.name == m.buffer), None)
+    if arg is None:
+        raise SpecError(f"tensor map {m.name}: buffer {m.buffer!r} is not a task argument "
+                        f"({', '.join(a.name for a in task.args)})")
+    return resolve(m, arg.dtype, task.shape(arg, sizes), sizes, env)

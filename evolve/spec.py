@@ -18,6 +18,9 @@ A variant is CUDA device code with one header comment ``/*@evolve ... */`` holdi
     arch_specific: false           # true: compile for the GPU's arch-specific target (sm_90a)
     */
 
+Hopper kernels may also declare ``tensor_maps`` (TMA maps over task arguments that the harness
+encodes and passes by value where ``args`` name them) and a ``cluster`` per launch: see the README.
+
 Expressions use :mod:`evolve.expr` over the task's sizes and the tunables. Quote an expression
 that contains a comma inside ``[...]`` or ``{...}`` (YAML would split it there). The harness owns
 memory, launches and synchronization; the spec only says what to launch.
@@ -38,6 +41,7 @@ import yaml
 from evolve.dtypes import ITEMSIZE
 from evolve.errors import SpecError
 from evolve.expr import Expr
+from evolve.tensor_maps import TensorMapDecl, declare
 
 MAX_SOURCE_CHARS = 100_000
 MAX_SPEC_CHARS = 16_000
@@ -46,6 +50,7 @@ MAX_TUNABLES = 12
 MAX_VALUES = 64
 MAX_SPACE = 200_000
 MAX_RESTRICTIONS = 32
+MAX_TENSOR_MAPS = 8
 MAX_YAML_DEPTH = 16  # nested mappings and lists in a spec (its schema needs four)
 # Enumerating the space evaluates every restriction at every configuration: the search process
 # bounds that work (configurations x restriction terms), not only the number of configurations.
@@ -76,6 +81,7 @@ class Launch:
     block: tuple[Expr, ...]
     shared: Expr
     args: tuple[str, ...]
+    cluster: tuple[Expr, ...] | None = None  # thread-block cluster dims (sm_90+), None: no cluster
 
 
 @dataclass(frozen=True)
@@ -96,6 +102,7 @@ class LaunchSpec:
     # compiled for the arch-specific target of the GPU (sm_90 -> sm_90a), whose instructions
     # (wgmma, setmaxnreg) run on that architecture alone; see evolve.compiler.target_arch
     arch_specific: bool = False
+    tensor_maps: tuple[TensorMapDecl, ...] = ()
 
     @property
     def default(self) -> dict[str, int]:
@@ -187,7 +194,8 @@ def parse_spec(source: str) -> LaunchSpec:
     raw = _load_yaml(text, first_line=source.count("\n", 0, headers[0].start(1)) + 1)
     if not isinstance(raw, dict):
         raise SpecError("launch spec must be a YAML mapping with 'kernels' and 'tunables'")
-    _only_keys(raw, {"kernels", "scratch", "tunables", "restrictions", "arch_specific"}, "spec")
+    _only_keys(raw, {"kernels", "scratch", "tunables", "restrictions", "arch_specific", "tensor_maps"},
+               "spec")
     arch_specific = raw.get("arch_specific", False)
     if not isinstance(arch_specific, bool):
         raise SpecError("'arch_specific' must be true or false")
@@ -202,6 +210,7 @@ def parse_spec(source: str) -> LaunchSpec:
     if len(kernels) > MAX_KERNELS:
         raise SpecError(f"at most {MAX_KERNELS} kernel launches")
     launches = tuple(_launch(i, k) for i, k in enumerate(kernels))
+    maps = _tensor_maps(raw.get("tensor_maps") or [])
     restrictions = raw.get("restrictions") or []
     if not isinstance(restrictions, list) or len(restrictions) > MAX_RESTRICTIONS:
         raise SpecError(f"'restrictions' must be a list of at most {MAX_RESTRICTIONS} conditions")
@@ -216,6 +225,8 @@ def parse_spec(source: str) -> LaunchSpec:
     clash = tnames & {s.name for s in scratch}
     if clash:
         raise SpecError(f"{sorted(clash)} are both tunables and scratch buffers")
+    if clash := {m.name for m in maps} & (tnames | {s.name for s in scratch}):
+        raise SpecError(f"tensor map {sorted(clash)[0]!r} has the name of a tunable or scratch buffer")
     space = 1
     for t in tunables:
         space *= len(t.values)
@@ -226,7 +237,7 @@ def parse_spec(source: str) -> LaunchSpec:
         raise SpecError(f"search space of {space} configurations times {sum(r.size for r in restr)} "
                         f"restriction terms is too costly to enumerate (limit {MAX_ENUMERATION}); "
                         "use fewer values or simpler restrictions")
-    spec = LaunchSpec(launches, scratch, tunables, restr, raw, arch_specific)
+    spec = LaunchSpec(launches, scratch, tunables, restr, raw, arch_specific, maps)
     try:
         spec.check(spec.default)
     except SpecError as exc:
@@ -331,7 +342,7 @@ def _launch(i: int, k: Any) -> Launch:
     where = f"kernels[{i}]"
     if not isinstance(k, dict):
         raise SpecError(f"{where} must be a mapping with name, grid, block, args")
-    _only_keys(k, {"name", "grid", "block", "shared", "args"}, where)
+    _only_keys(k, {"name", "grid", "block", "shared", "args", "cluster"}, where)
     for key in ("name", "grid", "block", "args"):
         if key not in k:
             raise SpecError(f"{where}: '{key}' is required")
@@ -348,15 +359,39 @@ def _launch(i: int, k: Any) -> Launch:
         block=_exprs(k["block"], f"{where}.block"),
         shared=Expr(k.get("shared", 0)),
         args=tuple(str(a) for a in args),
+        cluster=_exprs(k["cluster"], f"{where}.cluster") if "cluster" in k else None,
     )
+
+
+def _tensor_maps(v: Any) -> tuple[TensorMapDecl, ...]:
+    if not isinstance(v, list) or len(v) > MAX_TENSOR_MAPS:
+        raise SpecError(f"'tensor_maps' must be a list of at most {MAX_TENSOR_MAPS} mappings")
+    maps: dict[str, TensorMapDecl] = {}
+    for i, m in enumerate(v):
+        if not isinstance(m, dict):
+            raise SpecError(f"tensor_maps[{i}] must be a mapping {{name, buffer, box, swizzle, when}}")
+        _only_keys(m, {"name", "buffer", "box", "swizzle", "when"}, f"tensor_maps[{i}]")
+        if missing := [key for key in ("name", "buffer", "box") if key not in m]:
+            raise SpecError(f"tensor_maps[{i}]: '{missing[0]}' is required")
+        name = _ident(m["name"], "tensor map")
+        if name in maps:
+            raise SpecError(f"tensor map {name!r} is declared twice")
+        maps[name] = declare(name, _ident(m["buffer"], f"tensor map {name}: buffer"), m["box"],
+                             m.get("swizzle", "none"), m.get("when"))
+    return tuple(maps.values())
 
 
 def iter_names(spec: LaunchSpec) -> Iterator[str]:
     """Every name the spec's launch expressions refer to (for binding checks)."""
+    maps = {m.name for m in spec.tensor_maps}
     for launch in spec.launches:
-        for e in (*launch.grid, *launch.block, launch.shared):
+        for e in (*launch.grid, *launch.block, launch.shared, *(launch.cluster or ())):
             yield from e.names
         for a in launch.args:
-            yield from Expr(a).names
+            yield from Expr(a).names - maps
     for s in spec.scratch:
         yield from s.size.names
+    for m in spec.tensor_maps:
+        yield m.buffer
+        for e in (*m.box, m.swizzle, *([m.when] if m.when else [])):
+            yield from e.names

@@ -4,7 +4,9 @@ is what the spec declares.
 The cubin is read before the driver sees it: every kernel the spec launches must exist with a
 parameter list the harness will pass (a pointer per buffer, an int32 per expression), or the
 driver would copy whatever the kernel declares from the worker's host memory. After loading,
-static plus dynamic shared memory must fit the device.
+static plus dynamic shared memory must fit the device, and a cluster must be able to be resident.
+Launches with a cluster or tensor maps go through ``cuLaunchKernelEx`` (``hopper``), the others
+through CuPy.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from cupy_backends.cuda.api import driver
 
 from evolve.backends.device import CUDA_ERRORS, raise_cuda
 from evolve.backends.failure import Fail
+from evolve.backends.hopper import DriverError, Launcher, max_active_clusters
 from evolve.cubin import CubinError, inspect
 from evolve.hardware import Hardware
 from evolve.measurement import Status
@@ -45,6 +48,7 @@ class Loaded:
         self.hw = hw
         self.functions: dict[str, Any] = {}
         self._dynamic: dict[str, int] = {}  # dynamic shared memory each kernel is allowed
+        self._launcher = Launcher()  # for launches with a cluster or tensor maps
         for plan in plans.values():
             self.add(plan)
 
@@ -65,6 +69,7 @@ class Loaded:
                 if name not in self.info.params:  # found by the driver, not in the cubin: unchecked
                     raise Fail(Status.REJECTED, f"the parameters of kernel {name!r} cannot be checked")
             if dynamic <= self._dynamic.get(name, -1):
+                self._fits(fn, call)
                 continue
             static = driver.funcGetAttribute(driver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn.ptr)
             if static + dynamic > self.hw.max_shared_per_block:
@@ -79,6 +84,22 @@ class Loaded:
                     raise Fail(Status.LAUNCH_ERROR, f"{name}: {dynamic} bytes of dynamic shared memory "
                                                     f"refused by the driver ({exc})") from None
             self._dynamic[name] = dynamic
+            self._fits(fn, call)
+
+    @staticmethod
+    def _fits(fn: Any, call: Any) -> None:
+        """A cluster that can never be resident (too much shared memory or too many threads for
+        the blocks of one cluster) is the candidate's launch error, found before any launch."""
+        if call.cluster is None:
+            return
+        try:
+            resident = max_active_clusters(fn.ptr, call)
+        except DriverError as exc:
+            raise Fail(Status.LAUNCH_ERROR, f"{call.kernel}: cluster {call.cluster}: {exc}") from None
+        if resident < 1:
+            raise Fail(Status.LAUNCH_ERROR, f"{call.kernel}: a cluster of {call.cluster} blocks of "
+                                            f"{call.block} threads and {call.shared} bytes of dynamic "
+                                            "shared memory cannot be resident on the GPU")
 
     def run(self, plan: Plan, buffers: Mapping[str, Any]) -> None:
         """Enqueue one call of the candidate: zero the scratch the spec zeroes, then each launch."""
@@ -86,12 +107,19 @@ class Loaded:
             if s.zero:
                 buf = buffers[s.name]
                 buf.data.memset_async(0, buf.nbytes)
+        maps = {m.name: m for m in plan.tensor_maps}
         for call in plan.calls:
-            args = tuple(buffers[v] if kind == "buffer" else np.int32(v) for kind, v in call.args)
+            fn = self.functions[call.kernel]
             try:
-                self.functions[call.kernel](call.grid, call.block, args, shared_mem=call.shared)
-            except CUDA_ERRORS as exc:
-                raise_cuda(exc, f"launching {call.kernel} grid={call.grid} block={call.block}")
+                if call.cluster is not None or any(kind == "tensor_map" for kind, _ in call.args):
+                    self._launcher.launch(fn.ptr, call, maps, buffers, cp.cuda.get_current_stream().ptr)
+                    continue
+                args = tuple(buffers[v] if kind == "buffer" else np.int32(v) for kind, v in call.args)
+                fn(call.grid, call.block, args, shared_mem=call.shared)
+            except (*CUDA_ERRORS, DriverError) as exc:
+                where = f"grid={call.grid} block={call.block}"
+                where += f" cluster={call.cluster}" if call.cluster else ""
+                raise_cuda(exc, f"launching {call.kernel} {where}")
 
     def resources(self, plan: Plan, hw: Hardware) -> dict[str, dict[str, float]]:
         """Registers, local and shared memory and occupancy of each kernel of a plan."""

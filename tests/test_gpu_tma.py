@@ -76,11 +76,18 @@ def test_a_tma_load_of_the_wrong_box_is_judged_wrong(judge: Any) -> None:
     assert m.status is Status.WRONG, f"{m.status}: {m.reason}"
 
 
+STORES_UNVERIFIED = pytest.mark.xfail(
+    strict=True, reason="on the H200 (2026-11-30) this kernel stopped with cudaErrorIllegalInstruction; not "
+    "yet known whether the kernel's bulk stores or the harness cause it (docs/hopper-gemm-plan.md)")
+
+
+@STORES_UNVERIFIED
 def test_tma_stores_and_loads_outside_the_buffers_are_clipped_and_zero_filled(judge: Any) -> None:
     m = judge(TMA_OUTSIDE, aligned_only=True)
     assert m.status is Status.OK, f"{m.status}: {m.reason}"
 
 
+@STORES_UNVERIFIED
 def test_a_junk_store_inside_the_buffer_is_seen(judge: Any) -> None:
     """The control: the junk stores do run, so only TMA's clipping kept the others out."""
     m = judge(TMA_OUTSIDE.replace("tma_store(&out_map, cols, y0, j);", "tma_store(&out_map, 0, 0, j);"),

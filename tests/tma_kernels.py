@@ -164,7 +164,8 @@ extern "C" __global__ void tma_outside(const __grid_constant__ TensorMap x_map,
 """
 
 # (b) Each block writes what it sees of its cluster: out[block] = rank in the cluster +
-# 16 * cluster size + 256 * the cluster's index along x. Launched directly (not judged).
+# 16 * cluster size + 256 * the cluster's index along x + 4096 * the number of clusters along x.
+# Launched directly (not judged).
 CLUSTER_IDS = r"""/*@evolve
 kernels:
   - {name: cluster_ids, grid: [8, 1, 1], block: 32, cluster: [CX, 1, 1], args: [out]}
@@ -172,11 +173,11 @@ tunables:
   CX: {values: [1, 2, 4, 8], default: 2}
 */
 extern "C" __global__ void cluster_ids(float* out) {
-    unsigned rank, size, id, dim;
+    unsigned rank, size, id, dim;  // dim: clusters along x
     asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
     asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(size));
     asm("mov.u32 %0, %%clusterid.x;" : "=r"(id));
-    asm("mov.u32 %0, %%cluster_nctaid.x;" : "=r"(dim));
+    asm("mov.u32 %0, %%nclusterid.x;" : "=r"(dim));
     if (threadIdx.x == 0) out[blockIdx.x] = (float)(rank + 16 * size + 256 * id + 4096 * dim);
 }
 """

@@ -13,7 +13,7 @@ from evolve.cubin import CubinInfo
 from evolve.errors import SpecError
 from evolve.expr import Expr
 from evolve.hardware import Hardware
-from evolve.spec import DTYPES, LaunchSpec
+from evolve.spec import DEVICE_NAMES, DTYPES, LaunchSpec
 from evolve.task import Task
 from evolve.tensor_maps import TensorMap, TensorMapDecl, resolve
 
@@ -60,7 +60,9 @@ def make_plan(spec: LaunchSpec, task: Task, sizes: Mapping[str, int],
     buffers = {a.name for a in task.args}
     if clash := set(tunables) & (set(sizes) | buffers):
         raise SpecError(f"tunables {sorted(clash)} clash with the task's sizes or arguments")
-    env = {**sizes, **tunables}
+    if clash := set(sizes) & set(DEVICE_NAMES):
+        raise SpecError(f"size {sorted(clash)[0]!r} has the name of a device property")
+    env = {**sizes, **tunables, **device_names(hw)}
 
     task_bytes = sum(
         DTYPES[a.dtype] * _prod(task.shape(a, sizes)) for a in task.args
@@ -114,6 +116,11 @@ def make_plan(spec: LaunchSpec, task: Task, sizes: Mapping[str, int],
             args.append(("int32", v))
         calls.append(Call(launch.kernel, grid, block, shared, tuple(args), cluster))
     return Plan(tuple(scratch), tuple(calls), tuple(maps.values()))
+
+
+def device_names(hw: Hardware) -> dict[str, int]:
+    """The values of spec.DEVICE_NAMES on this GPU."""
+    return {"SMS": hw.sms}
 
 
 def _hopper(hw: Hardware, what: str) -> None:

@@ -47,6 +47,9 @@ MAX_SOURCE_CHARS = 100_000
 MAX_SPEC_CHARS = 16_000
 MAX_KERNELS = 8
 MAX_TUNABLES = 12
+# What launch expressions may read of the GPU besides sizes and tunables (a persistent kernel's grid
+# is min(tiles, SMS)); the plan binds them from the hardware it launches on.
+DEVICE_NAMES = ("SMS",)  # streaming multiprocessors
 MAX_VALUES = 64
 MAX_SPACE = 200_000
 MAX_RESTRICTIONS = 32
@@ -219,6 +222,8 @@ def parse_spec(source: str) -> LaunchSpec:
     restr = tuple(Expr(r) for r in restrictions)
 
     tnames = {t.name for t in tunables}
+    if reserved := tnames & set(DEVICE_NAMES):
+        raise SpecError(f"tunable {sorted(reserved)[0]!r} has the name of a device property")
     for r in restr:
         if unknown := r.names - tnames:
             raise SpecError(f"restriction {r.text!r} uses {sorted(unknown)}, which are not tunables")

@@ -22,7 +22,7 @@ from evolve.objective import Objective
 from evolve.prompts import NAMES as PROMPT_NAMES
 from evolve.samplers import make_sampler
 from evolve.settings import LLMSettings, Role
-from evolve.spec import Variant, iter_names
+from evolve.spec import DEVICE_NAMES, Variant, iter_names
 from evolve.task import Task, load_task
 from evolve.tasks import with_task_dir
 
@@ -162,10 +162,11 @@ def _seed(path: Path, task: Task) -> None:
     except SpecError as exc:
         raise EvolveError(f"seed {path}{_yaml_problem(exc, source) or f': {exc}'}") from None
     sizes, buffers = sorted(task.correctness_sizes[0]), [a.name for a in task.args]
-    known = {*sizes, *buffers, *(t.name for t in spec.tunables), *(s.name for s in spec.scratch)}
+    known = {*sizes, *buffers, *(t.name for t in spec.tunables), *(s.name for s in spec.scratch), *DEVICE_NAMES}
     if unknown := sorted(set(iter_names(spec)) - known):
         raise EvolveError(f"seed {path}: its launch spec names {unknown}, which are not sizes "
-                          f"({', '.join(sizes)}), task arguments ({', '.join(buffers)}), tunables or scratch")
+                          f"({', '.join(sizes)}), task arguments ({', '.join(buffers)}), tunables, scratch "
+                          f"or {', '.join(DEVICE_NAMES)}")
 
 
 def _yaml_problem(exc: BaseException, source: str) -> str | None:

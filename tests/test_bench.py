@@ -322,3 +322,24 @@ def test_head_to_head_throughput_counts_the_runs_after_each_warm_up(tmp_path: Pa
     studies = {s.study_name: s.n_trials for s in optuna.get_all_study_summaries(f"sqlite:///{tmp_path}/bench.db")
                if s.study_name.startswith("sgemm-")}  # not the hardware's ceilings
     assert studies == {"sgemm-vectorized-warmup": WARMUP, "sgemm-vectorized-versus": 4}, studies
+
+
+def _gemm(task: str, key: str, size: str, found_ms: float, blas_ms: float) -> tuple[str, dict[str, Any]]:
+    rows = [_row("cuda-evolve: hopper BM=128", "found", found_ms, 1.0), _row("torch", "peer", blas_ms, 1.0)]
+    return key, {"task": task, "size": size, "found": rows[0]["name"], "rows": rows,
+                 "speedup_of_found": {"torch": blas_ms / found_ms},
+                 "search": {"budget": 5, "sampler": "tpe", "wall_s": 3.0}}
+
+
+def test_gemm_targets_are_90_percent_of_cublas_at_4096_and_80_at_the_model_shapes() -> None:
+    """Each timing size is its own table (keyed 'task (size)' after the first); 85% of cuBLAS
+    misses the first size's target and meets a model shape's."""
+    speed = dict([_gemm("hgemm", "hgemm", "M=4096,N=4096,K=4096", 1.0, 0.85),
+                  _gemm("hgemm", "hgemm (M=8192,N=14336,K=4096)", "M=8192,N=14336,K=4096", 1.0, 0.85),
+                  _gemm("bgemm", "bgemm", "M=4096,N=4096,K=4096", 1.0, 0.95)])
+    lines = report.targets({"speed": speed})
+    assert lines == [
+        "hgemm: 85.0% of cuBLAS (torch.matmul) at M=4096,N=4096,K=4096 (>= 90), 0.0 TFLOP/s — NOT MET",
+        "hgemm (M=8192,N=14336,K=4096): 85.0% of cuBLAS (torch.matmul) at M=8192,N=14336,K=4096 (>= 80), "
+        "0.0 TFLOP/s — met",
+        "bgemm: 95.0% of cuBLAS (torch.matmul) at M=4096,N=4096,K=4096 (>= 90), 0.0 TFLOP/s — met"]

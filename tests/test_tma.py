@@ -4,6 +4,8 @@ that takes a ``const __grid_constant__`` CUtensorMap; specs without them are pla
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from conftest import TASKS, hardware_config, task
 from test_compile import _nvrtc_or_skip
@@ -69,6 +71,30 @@ def test_the_plan_resolves_boxes_extents_strides_and_the_cluster() -> None:
     assert call.grid == (4, 2, 1) and call.cluster == (2, 1, 1)
     assert call.args[:3] == (("tensor_map", "x_map"), ("tensor_map", "w_map"), ("buffer", "y"))
     assert gemm(BM=64, CL=1).calls[0].cluster == (1, 1, 1)
+
+
+PERSISTENT = """/*@evolve
+kernels:
+  - {name: k, grid: "min(ceil_div(M, BM) * ceil_div(N, 64), SMS)", block: 128, args: [x, w, y, M, N, K]}
+tunables:
+  BM: {values: [64, 128], default: 128}
+*/
+"""
+
+
+def test_a_persistent_grid_reads_the_multiprocessor_count_of_the_gpu_it_is_planned_for() -> None:
+    v = Variant.parse(PERSISTENT)
+    big = {"M": 4096, "N": 4096, "K": 64}
+    assert make_plan(v.spec, task("hgemm"), big, {"BM": 128}, H200).calls[0].grid == (132, 1, 1)
+    small_gpu = dataclasses.replace(H200, sms=16)
+    assert make_plan(v.spec, task("hgemm"), big, {"BM": 128}, small_gpu).calls[0].grid == (16, 1, 1)
+    assert make_plan(v.spec, task("hgemm"), SIZES, {"BM": 128}, H200).calls[0].grid == (2 * 3, 1, 1)
+    assert "SMS" in set(iter_names(v.spec))
+
+
+def test_a_tunable_may_not_take_the_name_of_a_device_property() -> None:
+    with pytest.raises(SpecError, match="'SMS' has the name of a device property"):
+        parse_spec(PERSISTENT.replace("BM: {", "SMS: {").replace("ceil_div(M, BM)", "ceil_div(M, SMS)"))
 
 
 def test_a_map_whose_condition_fails_is_not_made_but_still_passed() -> None:
@@ -277,12 +303,32 @@ def test_the_export_names_maps_and_clusters() -> None:
 
 @pytest.mark.parametrize("name", TASKS)
 def test_seeds_without_maps_or_clusters_plan_as_before(name: str) -> None:
-    """No seed of ours declares either: their plans carry none, every argument is a pointer or an
-    int32 laid out at its natural alignment from offset 0 (CuPy's launch path, as before)."""
+    """Seeds that declare neither (all but the gemm16 Hopper seed): their plans carry none, every
+    argument is a pointer or an int32 laid out at its natural alignment from offset 0 (CuPy's
+    launch path, as before)."""
     t = task(name)
     for v in t.seeds():
+        if v.spec.tensor_maps or any(launch.cluster for launch in v.spec.launches):
+            assert v.name == "hopper", v.name
+            continue
         assert v.spec.tensor_maps == () and all(launch.cluster is None for launch in v.spec.launches)
         assert "tensor_maps" not in v.spec.canonical() and "cluster" not in v.spec.canonical()
         plan = make_plan(v.spec, t, t.correctness_sizes[0], v.spec.default, H200)
         assert plan.tensor_maps == () and all(c.cluster is None for c in plan.calls)
         assert {kind for c in plan.calls for kind, _ in c.args} <= {"buffer", "int32"}
+
+
+@pytest.mark.parametrize("name", ["hgemm", "bgemm"])
+def test_the_hopper_seed_gets_maps_over_x_and_w_a_persistent_grid_and_its_cluster(name: str) -> None:
+    t = task(name)
+    (v,) = [v for v in t.seeds() if v.name == "hopper"]
+    big = t.timing_sizes[0]
+    plan = make_plan(v.spec, t, big, {**v.spec.default, "CM": 2}, H200)
+    x, w = plan.tensor_maps
+    assert (x.buffer, x.dims, x.box, x.swizzle) == ("x", (4096, 4096), (64, 128), 128)
+    assert (w.buffer, w.box) == ("w", (64, 128))  # each block of a pair fetches half of the w tile
+    (call,) = plan.calls
+    assert call.grid == (132, 1, 1) and call.cluster == (2, 1, 1)  # 66 pairs of 128 x 256 tiles
+    assert make_plan(v.spec, t, {"M": 129, "N": 67, "K": 520}, v.spec.default, H200).calls[0].grid == (2, 1, 1)
+    # K % 8 != 0: no maps are made, the kernel gets zeros and takes its plain path
+    assert make_plan(v.spec, t, {"M": 129, "N": 67, "K": 257}, v.spec.default, H200).tensor_maps == ()

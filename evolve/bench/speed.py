@@ -53,17 +53,16 @@ def run_search(task: str, out: Path, budget: int, sampler: str, overrides: list[
 
 
 def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_modes: list[str],
-                 timer: TimerSettings, extra: Mapping[str, tuple[str, str, dict[str, int]]] | None = None
-                 ) -> dict[str, Any]:
-    """Every implementation of the task at its timing size on the same inputs: checked, then
-    timed interleaved. Rows carry time, IQR, throughput and the fraction of the ceilings.
+                 timer: TimerSettings, sizes: Mapping[str, int],
+                 extra: Mapping[str, tuple[str, str, dict[str, int]]] | None = None) -> dict[str, Any]:
+    """Every implementation of the task at one of its timing sizes on the same inputs: checked,
+    then timed interleaved. Rows carry time, IQR, throughput and the fraction of the ceilings.
     ``extra``: more kernels, name -> (kind, source, tunables), e.g. an evolved run's best."""
     import cupy as cp
 
     from evolve.backends.gpu import GpuEvaluator
     from evolve.backends.timing import TimingSettings
 
-    sizes = task.timing_sizes[0]
     inputs = task.make_inputs(cp, sizes, seed=20261129)
     refs = task.expected(cp, inputs, sizes)
     outputs = {a.name: cp.empty(task.shape(a, sizes), dtypes.storage(a.dtype)) for a in task.outputs}
@@ -186,8 +185,10 @@ def _tunables(tunables: Mapping[str, int]) -> str:
 def kernel_speed(tasks: list[str], out: Path, hw: Hardware, budget: int, sampler: str,
                  compile_modes: list[str], timer: TimerSettings, overrides: list[str],
                  runs: Mapping[str, str] | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Task by task, so that the caller can keep what is done if the bench is cut short.
-    ``runs``: task -> an evolve run's directory, timed beside the rest (``evolved``)."""
+    """Task by task and size by size, so that the caller can keep what is done if the bench is
+    cut short: a task's first timing size is keyed by its name, each further one (hgemm's model
+    shapes) by ``name (size)``. ``runs``: task -> an evolve run's directory, timed beside the rest
+    (``evolved``)."""
     for name in tasks:
         log.info("speed: %s: searching (%d trials, %s)", name, budget, sampler)
         found = run_search(name, out, budget, sampler, overrides)
@@ -195,8 +196,10 @@ def kernel_speed(tasks: list[str], out: Path, hw: Hardware, budget: int, sampler
         task = builtin_task(name)
         runs = runs or {}
         extra = evolved(task, Path(runs[name]), out, budget, sampler, overrides) if name in runs else {}
-        log.info("speed: %s: timing side by side", name)
-        yield name, {**side_by_side(task, hw, found["best"], compile_modes, timer, extra),
-                     "search": {"budget": budget, "sampler": sampler, "wall_s": found["wall_s"],
-                                "best_ms_in_search": found["best"]["time_ms"],
-                                "throughput": found["throughput"].to_dict()}}
+        search = {"budget": budget, "sampler": sampler, "wall_s": found["wall_s"],
+                  "best_ms_in_search": found["best"]["time_ms"], "throughput": found["throughput"].to_dict()}
+        for i, sizes in enumerate(task.timing_sizes):
+            log.info("speed: %s at %s: timing side by side", name, size_label(sizes))
+            key = name if i == 0 else f"{name} ({size_label(sizes)})"
+            yield key, {**side_by_side(task, hw, found["best"], compile_modes, timer, sizes, extra),
+                        "search": search}

@@ -51,7 +51,7 @@ tunables:
   BN: {values: [128, 192, 256], default: 256}
   STAGES: {values: [3, 4, 5, 6], default: 4}
   GROUP: {values: [1, 4, 8, 16], default: 8}
-  CM: {values: [1, 2], default: 1}
+  CM: {values: [1, 2], default: 2}
 restrictions:
   - (BM // 128) * BN <= 256                           # at most 128 fp32 accumulators per thread
   - STAGES * (BM + BN) * 128 + 1024 <= 232448         # H100/H200 opt-in shared memory

@@ -162,7 +162,8 @@ def _seed(path: Path, task: Task) -> None:
     except SpecError as exc:
         raise EvolveError(f"seed {path}{_yaml_problem(exc, source) or f': {exc}'}") from None
     sizes, buffers = sorted(task.correctness_sizes[0]), [a.name for a in task.args]
-    known = {*sizes, *buffers, *(t.name for t in spec.tunables), *(s.name for s in spec.scratch), *DEVICE_NAMES}
+    known = {*sizes, *buffers, *DEVICE_NAMES, *(t.name for t in spec.tunables),
+             *(s.name for s in spec.scratch)}
     if unknown := sorted(set(iter_names(spec)) - known):
         raise EvolveError(f"seed {path}: its launch spec names {unknown}, which are not sizes "
                           f"({', '.join(sizes)}), task arguments ({', '.join(buffers)}), tunables, scratch "

@@ -55,6 +55,21 @@ def test_every_seed_passes_at_its_default(gpu: Get, name: str) -> None:
         assert next(iter(m.timings.values())).median_s > 0
 
 
+@pytest.mark.parametrize("name", ["hgemm", "bgemm"])
+@pytest.mark.parametrize("shape", [
+    {"BM": 128, "BN": 256, "STAGES": 4, "CM": 1}, {"BM": 256, "BN": 128, "STAGES": 4, "CM": 2},
+    {"BM": 128, "BN": 192, "STAGES": 5, "CM": 2}, {"BM": 128, "BN": 128, "STAGES": 6, "CM": 1}])
+def test_the_hopper_seed_is_right_at_every_size_in_each_of_its_shapes(gpu: Get, name: str,
+                                                                      shape: dict[str, int]) -> None:
+    """Tile shapes, ring depths and cluster sizes change its barriers' counts and phases and the
+    multicast split: each is checked at every correctness size (ragged tiles, K % 8 != 0 through
+    the plain path, K = 65536) before it is timed."""
+    t, b, _ = gpu(name)
+    (v,) = [v for v in t.seeds() if v.name == "hopper"]
+    m = b.evaluate(v, {**v.spec.default, **shape}, t.timing_sizes[:1])
+    assert m.status is Status.OK, f"{shape}: {m.status} {m.reason}"
+
+
 @pytest.mark.parametrize("name", TASKS)
 def test_null_kernels_are_rejected(gpu: Get, name: str) -> None:
     t, b, _ = gpu(name)

@@ -78,7 +78,7 @@ def test_a_tma_load_of_the_wrong_box_is_judged_wrong(judge: Any) -> None:
 
 STORES_UNVERIFIED = pytest.mark.xfail(
     strict=True, reason="on the H200 (2026-11-30) this kernel stopped with cudaErrorIllegalInstruction; not "
-    "yet known whether the kernel's bulk stores or the harness cause it (docs/hopper-gemm-plan.md)")
+    "yet known whether the kernel's bulk stores or the harness cause it (docs/hopper-gemm.md)")
 
 
 @STORES_UNVERIFIED

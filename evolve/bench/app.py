@@ -104,7 +104,8 @@ def _throughput(c: dict[str, Any], out: Path, speed: dict[str, Any] | None) -> d
     res: dict[str, Any] = {}
     if speed:
         # one search per task, however many sizes it was timed at
-        res["mix"] = _mix([s["search"]["throughput"] for key, s in speed.items() if key == s.get("task", key)])
+        searches = [s["search"]["throughput"] for key, s in speed.items() if key == s.get("task", key)]
+        res["mix"] = _mix(searches)
     task, variant = t["space"].split("/")
     n = int(t["candidates"])
     vs: dict[str, Any] = {"space": t["space"], "candidates": n}

@@ -123,7 +123,8 @@ def targets(r: dict[str, Any]) -> list[str]:
         elif s.get("task", task) in ("hgemm", "bgemm") and "torch" in rows:  # torch.matmul: cuBLAS
             goal = 0.9 if s.get("task", task) == task else 0.8  # 4096^3; the model shapes after it
             frac = rows["torch"]["ms"] / found["ms"]
-            out.append(f"{task}: {100 * frac:.1f}% of cuBLAS (torch.matmul) at {s['size']} (>= {100 * goal:.0f}), "
+            out.append(f"{task}: {100 * frac:.1f}% of cuBLAS (torch.matmul) at {s['size']} "
+                       f"(>= {100 * goal:.0f}), "
                        f"{found['tflops']:.1f} TFLOP/s" + (" — met" if frac >= goal else " — NOT MET"))
     eff = r.get("efficiency")
     if eff:

@@ -24,8 +24,9 @@
 // scalar loads into the same layout; outside M, N and K they are zero-filled, so any size is correct.
 // The epilogue rounds each fp32 accumulator once and stores pairs straight from the fragment layout
 // (warp q of a warpgroup: rows 16q + lane/4 and +8, columns 8j + 2(lane%4) and +1).
-// Not here yet (docs/hopper-gemm-plan.md): TMA loads, a producer warpgroup with setmaxnreg and
-// mbarriers, persistent tiles whose epilogue overlaps the next main loop, cluster multicast.
+// The Hopper seed (hopper.cu, docs/hopper-gemm.md) adds what is not here: TMA loads, a producer
+// warpgroup with setmaxnreg and mbarriers, persistent tiles (the next tile's loads overlap this one's
+// epilogue), clusters of two with multicast.
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 /*@evolve

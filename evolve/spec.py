@@ -47,9 +47,7 @@ MAX_SOURCE_CHARS = 100_000
 MAX_SPEC_CHARS = 16_000
 MAX_KERNELS = 8
 MAX_TUNABLES = 12
-# What launch expressions may read of the GPU besides sizes and tunables (a persistent kernel's grid
-# is min(tiles, SMS)); the plan binds them from the hardware it launches on.
-DEVICE_NAMES = ("SMS",)  # streaming multiprocessors
+DEVICE_NAMES = ("SMS",)  # what launch expressions may read of the GPU (the plan binds it): multiprocessors
 MAX_VALUES = 64
 MAX_SPACE = 200_000
 MAX_RESTRICTIONS = 32
@@ -227,8 +225,7 @@ def parse_spec(source: str) -> LaunchSpec:
     for r in restr:
         if unknown := r.names - tnames:
             raise SpecError(f"restriction {r.text!r} uses {sorted(unknown)}, which are not tunables")
-    clash = tnames & {s.name for s in scratch}
-    if clash:
+    if clash := tnames & {s.name for s in scratch}:
         raise SpecError(f"{sorted(clash)} are both tunables and scratch buffers")
     if clash := {m.name for m in maps} & (tnames | {s.name for s in scratch}):
         raise SpecError(f"tensor map {sorted(clash)[0]!r} has the name of a tunable or scratch buffer")

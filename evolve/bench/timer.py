@@ -1,7 +1,9 @@
 """One timing protocol for every implementation in a benchmark (ours and the peers'): a
 warm-up, an L2 flush before every sample (outside the timed window), CUDA events around each
 call, batches until the IQR is small or a limit is hit, and several rounds interleaved across
-the implementations so that clock or thermal drift hits them all alike."""
+the implementations so that clock or thermal drift hits them all alike. Every other round runs
+them in reverse order: on a GPU held at its power cap, what ran just before a kernel changes its
+clock, and a fixed order would hand one implementation the same hot predecessor every round."""
 
 from __future__ import annotations
 
@@ -30,10 +32,16 @@ def time_side_by_side(fns: Mapping[str, Callable[[], Any]], l2_bytes: int,
 
     flush = cp.empty(max(2 * l2_bytes, 1 << 26), dtype=cp.uint8)
     samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(s.rounds):
-        for name, fn in fns.items():
-            samples[name] += _round(fn, flush, s)
+    for order in round_orders(list(fns), s.rounds):
+        for name in order:
+            samples[name] += _round(fns[name], flush, s)
     return {name: TimingStats.of(xs) for name, xs in samples.items()}
+
+
+def round_orders(names: list[str], rounds: int) -> list[list[str]]:
+    """The order of each round: as given, then reversed, alternately (ABBA), so that each
+    implementation follows a different neighbour in half of the rounds and linear drift cancels."""
+    return [names if r % 2 == 0 else names[::-1] for r in range(rounds)]
 
 
 def _round(fn: Callable[[], Any], flush: Any, s: TimerSettings) -> list[float]:

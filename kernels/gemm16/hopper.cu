@@ -152,6 +152,15 @@ __device__ __forceinline__ void bar_arrive(unsigned bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
+// a consumer warp hands a stage back to the producer of every block that writes into it
+__device__ __forceinline__ void release(unsigned empty_bar) {
+#if CM > 1
+    for (unsigned r = 0; r < CM; ++r) bar_arrive_cluster(empty_bar, r);
+#else
+    bar_arrive(empty_bar);
+#endif
+}
+
 __device__ __forceinline__ void bar_expect(unsigned bar, unsigned bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
@@ -329,25 +338,11 @@ gemm16_hopper(const __grid_constant__ TensorMap x_map, const __grid_constant__ T
                 wgmma_commit();
                 wgmma_wait<1>();  // the previous slice's group has retired: hand its stage back
                 fence_acc(acc);
-                if (kt > 0 && lane == 0) {
-                    const unsigned prev = smem_addr(&empty[(it + STAGES - 1) % STAGES]);
-#if CM > 1
-                    for (unsigned r = 0; r < CM; ++r) bar_arrive_cluster(prev, r);
-#else
-                    bar_arrive(prev);
-#endif
-                }
+                if (kt > 0 && lane == 0) release(smem_addr(&empty[(it + STAGES - 1) % STAGES]));
             }
             wgmma_wait<0>();
             fence_acc(acc);
-            if (k_tiles > 0 && lane == 0) {
-                const unsigned last = smem_addr(&empty[(it + STAGES - 1) % STAGES]);
-#if CM > 1
-                for (unsigned r = 0; r < CM; ++r) bar_arrive_cluster(last, r);
-#else
-                bar_arrive(last);
-#endif
-            }
+            if (k_tiles > 0 && lane == 0) release(smem_addr(&empty[(it + STAGES - 1) % STAGES]));
 #pragma unroll
             for (int i = 0; i < MI; ++i) {
                 const int row = m0 + (c * MI + i) * 64 + warp * 16 + lane / 4;

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
+from evolve.backends.lifetime import die_with_parent
 from evolve.backends.worker import start_without_secrets
 
 Job = tuple[str, dict[str, Any], str]  # source, defines, arch
@@ -32,6 +33,8 @@ def _key(job: Job) -> tuple[str, tuple[tuple[str, str], ...], str]:
 
 def _serve(conn: Connection) -> None:
     from evolve.compiler import compile_cuda
+
+    die_with_parent()
 
     while True:
         try:

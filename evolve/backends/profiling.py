@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evolve import profile
+from evolve.backends.lifetime import die_with_parent
 from evolve.errors import EvolveError
 from evolve.spec import Variant
 
@@ -53,9 +54,10 @@ def run(task_config: Mapping[str, Any], hardware: Mapping[str, Any], device: int
         cmd = [ncu_path(), "--clock-control", "none", "--csv", "--page", "raw", "--metrics",
                ",".join(profile.metrics()), "--kernel-name", f"regex:^({'|'.join(kernels)})$",
                "--launch-count", "64", sys.executable, "-m", "evolve.backends.profiling", str(request)]
-        # a session of its own: on the time limit, ncu and the process it profiles die together
+        # a process group of its own (on the time limit, ncu and the process it profiles die
+        # together) in the worker's session, and ncu dies with the worker (lifetime.py says why)
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp,
-                                start_new_session=True)
+                                process_group=0, preexec_fn=die_with_parent)
         try:
             stdout, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -87,6 +89,7 @@ def main(path: str) -> None:
     from evolve.hardware import Hardware
     from evolve.task import load_task
 
+    die_with_parent()  # ncu's child: ends with ncu
     req = json.loads(Path(path).read_text())
     cp.cuda.Device(req["device"]).use()
     task, sizes = load_task(req["task"]), {k: int(v) for k, v in req["sizes"].items()}

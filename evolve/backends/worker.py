@@ -15,6 +15,7 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
+from evolve.backends.lifetime import die_with_parent
 from evolve.errors import EvolveError
 
 STARTUP_TIMEOUT_S = 120.0
@@ -39,6 +40,7 @@ def start_without_secrets(proc: Any) -> None:
 
 def serve(conn: Connection, device: int) -> None:
     """Worker main loop: answer requests until told to stop or the context is poisoned."""
+    die_with_parent()  # a worker left running by a killed search would hold the GPU
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the search process's to handle
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # whatever a kernel might print never reaches the user's terminal

@@ -26,36 +26,38 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 from optuna.artifacts import FileSystemArtifactStore
 
-from evolve import __version__, record, version_line
-from evolve.backends import Backend, create_backend
-from evolve.backends.sanitize import sanitize
-from evolve.coordination import Alone, Peers
+from evolve import __version__, version_line
+from evolve.app.invocation import keep_invocation, resume_command, store_config
+from evolve.app.sweep import in_sweep, name_job, record_job
+from evolve.app.validation import validate
+from evolve.app.workers import nvidia_smi_gpus, start_workers, wait_for
 from evolve.errors import EvolveError
-from evolve.evolution import Proposer
-from evolve.export import export
+from evolve.evaluate.backend import Backend, create_backend
+from evolve.evaluate.gpu.sanitize import sanitize
+from evolve.evaluate.objective import Objective
+from evolve.evaluate.recording import RecordingWriter
+from evolve.evolution.llm.budget import LLMBudget
+from evolve.evolution.llm.factory import create_llm
+from evolve.evolution.llm.log import ExchangeLog
+from evolve.evolution.llm.replay import ReplayLLM
+from evolve.evolution.process import ProposerProcess
+from evolve.evolution.prompts import Prompts, record_includes, recorded_includes
+from evolve.evolution.proposer import Proposer
 from evolve.hardware import Hardware, named
-from evolve.invocation import keep_invocation, resume_command, store_config
-from evolve.ledger import Ledger
-from evolve.llm.budget import LLMBudget
-from evolve.llm.factory import create_llm
-from evolve.llm.log import ExchangeLog
-from evolve.llm.replay import ReplayLLM
-from evolve.objective import Objective
 from evolve.paths import CONF_DIR
-from evolve.prompts import Prompts, record_includes, recorded_includes
-from evolve.proposing import LocalLLM, ProposerProcess, RemoteLLM, Replay, Schedule, Tuning, proposer_done
-from evolve.record import Attr, StudyAttr
-from evolve.recording import RecordingWriter
-from evolve.search import Search
+from evolve.record import schema as record
+from evolve.record.schema import Attr, StudyAttr
+from evolve.record.storage import cached_ceilings, close_storage, open_storage, store_ceilings
+from evolve.record.variants import VariantStore
+from evolve.results.export import export
+from evolve.results.verify import Verification, verify
+from evolve.search.coordination import Alone, Peers
+from evolve.search.ledger import Ledger
+from evolve.search.loop import Search
+from evolve.search.schedules import LocalLLM, RemoteLLM, Replay, Schedule, Tuning, proposer_done
 from evolve.settings import EvolveConfig, Role
-from evolve.storage import cached_ceilings, close_storage, open_storage, store_ceilings
-from evolve.sweep import in_sweep, name_job, record_job
-from evolve.task import Task
-from evolve.tasks import command_line_name, list_tasks, register_task_files
-from evolve.validation import validate
-from evolve.variants import VariantStore
-from evolve.verify import Verification, verify
-from evolve.workers import nvidia_smi_gpus, start_workers, wait_for
+from evolve.task.files import command_line_name, list_tasks, register_task_files
+from evolve.task.task import Task
 
 log = logging.getLogger("evolve")
 
@@ -64,7 +66,7 @@ def run(cfg: DictConfig) -> float | None:
     """One run: returns the best time in ms (what a Hydra sweeper would minimize)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if cfg.backend.name == "check":  # no GPU, no study: check the task and say what is wrong
-        from evolve.backends.check import check_task
+        from evolve.app.check import check_task
 
         if check_task(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)):
             sys.exit(1)

@@ -50,7 +50,7 @@ CUDA_PREAMBLE = "#include <cuda_fp16.h>\n" + _CUDA_ENCODERS
 
 @dataclass(frozen=True)
 class Tol:
-    """A dtype's default tolerance (see :class:`evolve.task.Tolerance`)."""
+    """A dtype's default tolerance (see :class:`evolve.task.task.Tolerance`)."""
 
     atol: float
     rtol: float

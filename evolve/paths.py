@@ -1,10 +1,13 @@
-"""Where the project's own files live (configuration, seed kernels, recordings)."""
+"""Where the project's own files live (configuration, seed kernels, recordings): all inside the
+package, so a plain wheel carries them."""
 
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-ROOT = PACKAGE_DIR.parent
-CONF_DIR = ROOT / "conf"
-BENCH_CONF_DIR = ROOT / "conf-bench"  # evolve-bench's own: outside conf/, so `evolve --help` does not list it
-KERNELS_DIR = ROOT / "kernels"
+ROOT = PACKAGE_DIR.parent  # the checkout (tests, docs, scripts); not part of an installed wheel
+CONF_DIR = PACKAGE_DIR / "conf"
+# evolve-bench's own: outside conf/, so `evolve --help` does not list it
+BENCH_CONF_DIR = PACKAGE_DIR / "bench" / "conf"
+KERNELS_DIR = PACKAGE_DIR / "kernels"
 RECORDINGS_DIR = PACKAGE_DIR / "recordings"
+TEMPLATES_DIR = PACKAGE_DIR / "evolution" / "prompts"  # the prompt templates

@@ -135,9 +135,9 @@ class EvolveConfig:
     evolution: EvolutionSettings = field(default_factory=EvolutionSettings)
     llm: LLMSettings = field(default_factory=LLMSettings)
     storage: StorageSettings = field(default_factory=StorageSettings)
-    task: Any = MISSING  # conf/task/*.yaml: checked by evolve.task.load_task
+    task: Any = MISSING  # conf/task/*.yaml: checked by evolve.task.task.load_task
     hardware: Any = MISSING  # conf/hardware/*.yaml: checked by evolve.hardware
-    objective: Any = MISSING  # conf/objective/*.yaml: checked by evolve.objective
+    objective: Any = MISSING  # conf/objective/*.yaml: checked by evolve.evaluate.objective
     backend: Any = MISSING  # conf/backend/*.yaml: read by the backend
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from evolve.paths import CONF_DIR
-from evolve.task import load_task, size_label
+from evolve.task.task import load_task, size_label
 
 
 def main(folder: Path, storage: str | None) -> None:

@@ -17,8 +17,8 @@ import yaml
 from optuna.artifacts import FileSystemArtifactStore
 
 from evolve.paths import CONF_DIR
-from evolve.task import Task, builtin_task
-from evolve.variants import VariantStore
+from evolve.record.variants import VariantStore
+from evolve.task.task import Task, builtin_task
 
 TASKS = sorted(p.stem for p in (CONF_DIR / "task").glob("*.yaml"))
 

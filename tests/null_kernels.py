@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from evolve import dtypes
-from evolve.spec import Variant
-from evolve.task import Task
+from evolve.kernel.spec import Variant
+from evolve.task.task import Task
 
 _BITS = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
 

@@ -19,12 +19,12 @@ import pytest
 import yaml
 from conftest import hardware_config, task
 
-from evolve.compiler import CompileError, SourceRejected, check_source, compile_cuda
-from evolve.cubin import inspect
 from evolve.errors import SpecError
+from evolve.evaluate.plan import make_plan, param_mismatch
 from evolve.hardware import named
-from evolve.plan import make_plan, param_mismatch
-from evolve.spec import Variant
+from evolve.kernel.compiler import CompileError, SourceRejected, check_source, compile_cuda
+from evolve.kernel.cubin import inspect
+from evolve.kernel.spec import Variant
 
 HERE = Path(__file__).parent / "adversarial"
 CASES: list[dict[str, Any]] = yaml.safe_load((HERE / "cases.yaml").read_text()) if HERE.is_dir() else []
@@ -99,7 +99,7 @@ ROWS: list[str] = []
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_adversarial_case_is_rejected_and_the_worker_survives(case: dict[str, Any], backends: dict) -> None:
-    from evolve.backends.cupy_backend import CupyBackend
+    from evolve.evaluate.cupy_backend import CupyBackend
 
     name = case["task"]
     if name not in backends:

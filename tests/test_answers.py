@@ -1,9 +1,9 @@
 import pytest
 
-from evolve.answers import AnswerError, apply_edits, child_source, code_block, parse_child
-from evolve.paths import ROOT
+from evolve.evolution.answers import AnswerError, apply_edits, child_source, code_block, parse_child
+from evolve.paths import KERNELS_DIR
 
-PARENT = (ROOT / "kernels/softmax/naive.cu").read_text()
+PARENT = (KERNELS_DIR / "softmax/naive.cu").read_text()
 
 
 def fence(src: str, lang: str = "cuda") -> str:

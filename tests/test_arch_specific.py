@@ -10,13 +10,13 @@ from conftest import hardware_config, task
 from test_check import copy, edit, run
 from test_compile import _nvrtc_or_skip
 
-from evolve.compiler import CompileError, compile_cuda, target_arch
-from evolve.cubin import inspect
 from evolve.errors import SpecError
+from evolve.evolution.prompts import Prompts
 from evolve.hardware import named
-from evolve.prompts import Prompts
-from evolve.spec import Variant, parse_spec
-from evolve.tasks import read_task_file
+from evolve.kernel.compiler import CompileError, compile_cuda, target_arch
+from evolve.kernel.cubin import inspect
+from evolve.kernel.spec import Variant, parse_spec
+from evolve.task.files import read_task_file
 
 PLAIN = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.f; }'
 HOPPER = '''extern "C" __global__ void k(float* x) {
@@ -54,7 +54,7 @@ def test_nvrtc_compiles_for_sm90a_and_only_sm90a_takes_wgmma_and_setmaxnreg() ->
 
 def test_the_cubin_cache_keys_on_the_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _nvrtc_or_skip()
-    monkeypatch.setattr("evolve.compiler.CACHE_DIR", tmp_path)
+    monkeypatch.setattr("evolve.kernel.compiler.CACHE_DIR", tmp_path)
     first = {arch: compile_cuda(PLAIN, {}, arch) for arch in ("sm_90", "sm_90a")}
     assert not any(c.cached for c in first.values()) and len(list(tmp_path.glob("*.cubin"))) == 2
     assert all(compile_cuda(PLAIN, {}, arch).cached for arch in first)
@@ -81,7 +81,7 @@ def test_backend_check_compiles_an_arch_specific_seed_for_sm90a(tmp_path: Path) 
 def test_compile_ahead_prepares_what_the_worker_compiles() -> None:
     """The GPU backend's compile-ahead key (the cache entry the worker then finds) uses the same
     target as the worker; nothing is prepared where the GPU has none."""
-    from evolve.backends.cupy_backend import CupyBackend
+    from evolve.evaluate.cupy_backend import CupyBackend
 
     backend = CupyBackend({"compile_ahead": 0})
     plain, hopper = (Variant.parse(SPEC % extra + PLAIN) for extra in ("", "arch_specific: true\n"))

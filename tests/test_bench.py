@@ -21,7 +21,7 @@ from evolve.bench.speed import run_search
 from evolve.bench.throughput import throughput
 from evolve.bench.timer import round_orders
 from evolve.paths import ROOT
-from evolve.task import builtin_task
+from evolve.task.task import builtin_task
 
 REPLAY = ["backend=replay", "hardware=h200"]
 
@@ -47,7 +47,7 @@ def test_an_evolved_run_is_timed_beside_its_seeds_tuned_alone(tmp_path: Path) ->
     an unfinished one is one clear error."""
     from evolve.bench.speed import evolved
     from evolve.errors import EvolveError
-    from evolve.spec import Variant
+    from evolve.kernel.spec import Variant
 
     found = run_search("transpose", tmp_path / "evolve", 8, "random",
                        [*REPLAY, f"task.seeds=[{ROOT / 'kernels/transpose/naive.cu'}]"], name="ev")
@@ -268,7 +268,7 @@ def test_torch_peers_compute_the_task_in_each_compile_mode(task_name: str) -> No
     from evolve import dtypes
     from evolve.bench.peers import torch_peers
     from evolve.bench.speed import check
-    from evolve.task import builtin_task
+    from evolve.task.task import builtin_task
 
     task = builtin_task(task_name)
     sizes = task.correctness_sizes[2]
@@ -295,7 +295,7 @@ def test_the_triton_peer_computes_the_task(task_name: str) -> None:
     from evolve import dtypes
     from evolve.bench.peers import triton_peers
     from evolve.bench.speed import check
-    from evolve.task import builtin_task
+    from evolve.task.task import builtin_task
 
     task = builtin_task(task_name)
     for sizes in (task.correctness_sizes[-2], task.timing_sizes[0]):

@@ -21,7 +21,7 @@ from evolve.bench.efficiency import (
     table,
 )
 from evolve.errors import EvolveError
-from evolve.recording import builtin_path
+from evolve.evaluate.recording import builtin_path
 
 pytest.importorskip("kernel_tuner")
 

@@ -15,9 +15,9 @@ import yaml
 from conftest import TASKS, task_config
 from test_cli import cli
 
-from evolve.backends.check import check_task
+from evolve.app.check import check_task
 from evolve.paths import CONF_DIR
-from evolve.tasks import read_task_file
+from evolve.task.files import read_task_file
 
 OWN = Path(__file__).parent / "own_tasks"
 

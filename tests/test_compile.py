@@ -7,13 +7,13 @@ import random
 import pytest
 from conftest import TASKS, task
 
-from evolve.compiler import CompileError, check_source, compile_cuda, sanitize, target_arch
 from evolve.errors import EvolveError
+from evolve.kernel.compiler import CompileError, check_source, compile_cuda, sanitize, target_arch
 
 
 def _nvrtc_or_skip() -> None:
     try:
-        from evolve.compiler import nvrtc_version
+        from evolve.kernel.compiler import nvrtc_version
 
         nvrtc_version()
     except EvolveError:
@@ -54,7 +54,7 @@ def test_hopper_code_can_use_libcuxx_barriers_and_ptx_wrappers() -> None:
     """What a TMA/wgmma kernel includes (issue 16): libcu++'s mbarrier and PTX wrappers and the
     WMMA header compile for sm_90a where CUDA's CCCL headers are installed."""
     _nvrtc_or_skip()
-    from evolve.compiler import _cuda_include_dirs
+    from evolve.kernel.compiler import _cuda_include_dirs
 
     if not any(d.rstrip("/").endswith("cccl") for d in _cuda_include_dirs()):
         pytest.skip("no CCCL headers here")
@@ -79,12 +79,13 @@ def test_prompts_list_only_headers_this_nvrtc_compiles(tmp_path, monkeypatch) ->
     _nvrtc_or_skip()
     from conftest import hardware_config, task
 
-    from evolve.compiler import ALLOWED_INCLUDES, available_includes
+    from evolve.evolution.prompts import Prompts
     from evolve.hardware import named
-    from evolve.prompts import Prompts
+    from evolve.kernel.compiler import ALLOWED_INCLUDES, available_includes
 
-    monkeypatch.setattr("evolve.compiler.CACHE_DIR", tmp_path / "cubin")
-    monkeypatch.setattr("evolve.compiler.ALLOWED_INCLUDES", ALLOWED_INCLUDES | {"cuda/no_such_header.h"})
+    monkeypatch.setattr("evolve.kernel.compiler.CACHE_DIR", tmp_path / "cubin")
+    monkeypatch.setattr("evolve.kernel.compiler.ALLOWED_INCLUDES",
+                        ALLOWED_INCLUDES | {"cuda/no_such_header.h"})
     found = available_includes("sm_90")
     assert "cuda_fp16.h" in found and "cuda/no_such_header.h" not in found
     assert set(found) <= ALLOWED_INCLUDES
@@ -96,7 +97,7 @@ def test_prompts_list_only_headers_this_nvrtc_compiles(tmp_path, monkeypatch) ->
 
 def test_cache_returns_the_same_cubin(tmp_path, monkeypatch) -> None:
     _nvrtc_or_skip()
-    monkeypatch.setattr("evolve.compiler.CACHE_DIR", tmp_path)
+    monkeypatch.setattr("evolve.kernel.compiler.CACHE_DIR", tmp_path)
     src = 'extern "C" __global__ void k(float* x) { x[0] = BLOCK; }'
     first = compile_cuda(src, {"BLOCK": 3}, "sm_90")
     second = compile_cuda(src, {"BLOCK": 3}, "sm_90")
@@ -151,7 +152,7 @@ def test_compile_ahead_fills_the_cache_and_kills_a_compile_bomb(tmp_path, monkey
     import time
     from pathlib import Path
 
-    from evolve.backends.ahead import CompileAhead
+    from evolve.evaluate.gpu.ahead import CompileAhead
 
     _nvrtc_or_skip()
     monkeypatch.setenv("EVOLVE_CACHE_DIR", str(tmp_path))
@@ -167,7 +168,7 @@ def test_compile_ahead_fills_the_cache_and_kills_a_compile_bomb(tmp_path, monkey
             time.sleep(0.1)
         assert len(list(tmp_path.glob("cubin/*.cubin"))) == 1, "the seed, not the bomb"
         assert time.monotonic() - t0 < 30, "the bomb was stopped at its time limit"
-        monkeypatch.setattr("evolve.compiler.CACHE_DIR", tmp_path / "cubin")
+        monkeypatch.setattr("evolve.kernel.compiler.CACHE_DIR", tmp_path / "cubin")
         assert compile_cuda(seed.source, seed.spec.default, "sm_90").cached
     finally:
         ahead.close()
@@ -179,7 +180,7 @@ def test_waiting_on_compile_ahead_lets_a_started_compile_finish_and_drops_a_queu
     import time
     from pathlib import Path
 
-    from evolve.backends.ahead import CompileAhead
+    from evolve.evaluate.gpu.ahead import CompileAhead
 
     _nvrtc_or_skip()
     monkeypatch.setenv("EVOLVE_CACHE_DIR", str(tmp_path))

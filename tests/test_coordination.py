@@ -11,13 +11,13 @@ import pytest
 from conftest import task, variant_store
 from optuna.trial import TrialState
 
-from evolve import record
-from evolve.coordination import Alone, Peers, alive
-from evolve.ledger import Ledger
-from evolve.measurement import Status
+from evolve.evaluate.measurement import Status
+from evolve.kernel.spec import candidate_key
+from evolve.record import schema as record
+from evolve.record.variants import VariantStore
+from evolve.search.coordination import Alone, Peers, alive
+from evolve.search.ledger import Ledger
 from evolve.settings import EvolutionSettings, SearchSettings
-from evolve.spec import candidate_key
-from evolve.variants import VariantStore
 
 NAIVE = task("softmax").seeds()[0]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from test_search import evolve
 
-from evolve.task import builtin_task
+from evolve.task.task import builtin_task
 
 
 def _get(url: str) -> bytes:

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from evolve import dtypes
-from evolve.compiler import compile_cuda
-from evolve.correctness import admit, compare, compare_all, trivial_outputs, unwritten_fill
 from evolve.errors import EvolveError
-from evolve.inputs import DISTS, Draw, cuda_source, fill
-from evolve.task import Tolerance, load_task
-from evolve.tasks import read_task_file
+from evolve.kernel.compiler import compile_cuda
+from evolve.task.correctness import admit, compare, compare_all, trivial_outputs, unwritten_fill
+from evolve.task.files import read_task_file
+from evolve.task.inputs import DISTS, Draw, cuda_source, fill
+from evolve.task.task import Tolerance, load_task
 
 OWN = Path(__file__).parent / "own_tasks"
 

@@ -13,13 +13,13 @@ import pytest
 from openai_server import OpenAIServer, Reply, Request, diff_answer, kernel_answer
 from test_search import evolve, finished, study
 
-from evolve.llm.log import read
-from evolve.paths import ROOT
-from evolve.record import counts_toward_budget
+from evolve.evolution.llm.log import read
+from evolve.paths import KERNELS_DIR, ROOT
+from evolve.record.schema import counts_toward_budget
 
-NAIVE = (ROOT / "kernels/softmax/naive.cu").read_text()
-BLOCK_ROW = (ROOT / "kernels/softmax/block_row.cu").read_text()
-TRANSPOSE_TILED = (ROOT / "kernels/transpose/tiled.cu").read_text()
+NAIVE = (KERNELS_DIR / "softmax/naive.cu").read_text()
+BLOCK_ROW = (KERNELS_DIR / "softmax/block_row.cu").read_text()
+TRANSPOSE_TILED = (KERNELS_DIR / "transpose/tiled.cu").read_text()
 KEY = "sk-planted-test-key-4f1c9a"
 REPAIR = "## A kernel that failed"  # the heading of evolve/prompts/repair.md
 
@@ -203,7 +203,7 @@ def test_proposer_and_evaluator_processes_share_only_the_storage(
     import sys
     import time
 
-    naive = ROOT / "kernels/softmax/naive.cu"
+    naive = KERNELS_DIR / "softmax/naive.cu"
     common = ["task=softmax", "run.name=split", "search.n_trials=12", "hardware=h200", "storage=postgres",
               f"storage.url='{postgres_url}'", f"task.seeds=[{naive}]", "search.progress=false"]
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EVOLVE_LLM_"))},

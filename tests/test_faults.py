@@ -75,7 +75,7 @@ def test_no_code_path_can_run_generated_text_on_the_host() -> None:
 
 def test_the_worker_sees_no_llm_keys() -> None:
     """Keys live only in the search process; the GPU worker is spawned without them."""
-    from evolve.backends import worker
+    from evolve.evaluate.gpu import worker
 
     for name in ("OPENAI_API_KEY", "EVOLVE_POSTGRES_URL", "MY_PROVIDER_KEY", "HF_TOKEN", "PGPASSWORD"):
         assert worker._secret(name), name

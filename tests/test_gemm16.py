@@ -13,9 +13,9 @@ import pytest
 from conftest import hardware_config, task
 
 from evolve import dtypes
-from evolve.correctness import compare_all
+from evolve.evaluate.metrics import bound, peak_text
 from evolve.hardware import named
-from evolve.metrics import bound, peak_text
+from evolve.task.correctness import compare_all
 
 Model = Callable[[np.ndarray, np.ndarray], np.ndarray]
 

@@ -16,15 +16,15 @@ import pytest
 from conftest import TASKS, task
 from null_kernels import null_variants
 
-from evolve.backends.cupy_backend import CupyBackend
+from evolve.evaluate.cupy_backend import CupyBackend
+from evolve.evaluate.measurement import Status
+from evolve.evaluate.objective import Objective
 from evolve.hardware import Hardware
-from evolve.measurement import Status
-from evolve.objective import Objective
+from evolve.kernel.spec import Variant
 from evolve.paths import ROOT
-from evolve.search import Search, SearchSettings
-from evolve.spec import Variant
-from evolve.task import Task
-from evolve.variants import VariantStore
+from evolve.record.variants import VariantStore
+from evolve.search.loop import Search, SearchSettings
+from evolve.task.task import Task
 
 pytestmark = pytest.mark.gpu
 Get = Callable[[str], tuple[Task, CupyBackend, Hardware]]

@@ -14,7 +14,7 @@ import pytest
 from conftest import task
 from test_lifetime import _gone
 
-from evolve.backends.cupy_backend import CupyBackend
+from evolve.evaluate.cupy_backend import CupyBackend
 from evolve.paths import ROOT
 
 pytestmark = pytest.mark.gpu
@@ -30,9 +30,9 @@ extern "C" __global__ void spin_forever(const float* a, const float* b, float* c
 
 PARENT = """
 import sys
-from evolve.backends.cupy_backend import CupyBackend
-from evolve.spec import Variant
-from evolve.task import builtin_task
+from evolve.evaluate.cupy_backend import CupyBackend
+from evolve.kernel.spec import Variant
+from evolve.task.task import builtin_task
 t = builtin_task("vector_add")
 b = CupyBackend({"timeout_s": 600, "timing": {}, "profile_timeout_s": 600, "compile_ahead": 0})
 b.start(t, None)

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from evolve import dtypes
-from evolve.backends.cupy_backend import CupyBackend
-from evolve.inputs import DISTS, INT_VALUED, Draw, fill
-from evolve.measurement import Measurement, Status
-from evolve.spec import Variant
-from evolve.task import Task, load_task
-from evolve.tasks import read_task_file
+from evolve.evaluate.cupy_backend import CupyBackend
+from evolve.evaluate.measurement import Measurement, Status
+from evolve.kernel.spec import Variant
+from evolve.task.files import read_task_file
+from evolve.task.inputs import DISTS, INT_VALUED, Draw, fill
+from evolve.task.task import Task, load_task
 
 pytestmark = pytest.mark.gpu
 OWN = Path(__file__).parent / "own_tasks"

@@ -13,12 +13,13 @@ from openai_server import OpenAIServer, Reply, kernel_answer
 from test_evolution import llm_args, llm_env  # noqa: F401
 from test_search import study
 
-from evolve import profile
-from evolve.backends.cupy_backend import CupyBackend
 from evolve.cli import run
-from evolve.llm.log import read
-from evolve.paths import CONF_DIR, ROOT
-from evolve.spec import Variant
+from evolve.evaluate import profile
+from evolve.evaluate.cupy_backend import CupyBackend
+from evolve.evolution.llm.log import read
+from evolve.kernel.spec import Variant
+from evolve.paths import CONF_DIR, KERNELS_DIR, ROOT
+from evolve.search import profiler
 
 pytestmark = pytest.mark.gpu
 
@@ -45,7 +46,7 @@ def test_a_candidates_profile_counts_the_bytes_it_must_move() -> None:
 def test_with_profile_on_the_prompt_carries_the_parents_profile(in_tmp: Path, llm_env: None) -> None:  # noqa: F811
     from hydra import compose, initialize_config_dir
 
-    block_row = (ROOT / "kernels/softmax/block_row.cu").read_text()
+    block_row = (KERNELS_DIR / "softmax/block_row.cu").read_text()
     with OpenAIServer(lambda r: Reply(kernel_answer(block_row))) as server:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose("config", overrides=[
@@ -56,7 +57,7 @@ def test_with_profile_on_the_prompt_carries_the_parents_profile(in_tmp: Path, ll
     call = next(x for x in read(in_tmp / "runs/gp/llm.jsonl") if x["kind"] == "call")
     prompt = call["messages"][1]["content"]
     assert "Nsight Compute profile" in prompt and "DRAM read" in prompt and "top warp stalls" in prompt
-    recorded = profile.recorded(study("gp"))
+    recorded = profiler.recorded(study("gp"))
     assert recorded and all("error" not in p for p in recorded.values()), recorded
 
 
@@ -78,7 +79,8 @@ def test_a_profile_past_its_time_limit_is_stopped_with_its_process() -> None:
         b.start(t, None)
         p = b.profile(Variant.parse(SPIN), {}, t.timing_sizes[0])
         assert p is not None and "took longer than 20 s" in p["error"], p
-        left = subprocess.run(["pgrep", "-f", "evolve.backends.profiling"], capture_output=True, text=True)
+        left = subprocess.run(["pgrep", "-f", "evolve.evaluate.gpu.profiling"], capture_output=True,
+                              text=True)
         assert left.stdout.strip() == "", "the profiled process outlived its time limit"
         assert b.evaluate(seed, seed.spec.default, t.timing_sizes[:1]).ok
     finally:

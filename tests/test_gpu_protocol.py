@@ -14,12 +14,12 @@ import optuna
 import pytest
 from conftest import task
 
-from evolve.backends.cupy_backend import CupyBackend
-from evolve.measurement import Status
-from evolve.paths import ROOT
-from evolve.spec import Variant
-from evolve.task import load_task
-from evolve.verify import holdout_sizes
+from evolve.evaluate.cupy_backend import CupyBackend
+from evolve.evaluate.measurement import Status
+from evolve.kernel.spec import Variant
+from evolve.paths import KERNELS_DIR, ROOT
+from evolve.results.verify import holdout_sizes
+from evolve.task.task import load_task
 
 pytestmark = pytest.mark.gpu
 ADVERSARIAL = ROOT / "tests" / "adversarial"
@@ -108,9 +108,9 @@ def test_search_times_agree_with_an_independent_timing(name: str, seed: str) -> 
     30 samples, in this process."""
     import cupy as cp
 
-    from evolve.backends.gpu import GpuEvaluator
-    from evolve.backends.timing import TimingSettings
-    from evolve.measurement import TimingStats
+    from evolve.evaluate.gpu.harness import GpuEvaluator
+    from evolve.evaluate.gpu.timing import TimingSettings
+    from evolve.evaluate.measurement import TimingStats
 
     t = task(name)
     v = next(x for x in t.seeds() if x.name == seed)
@@ -152,7 +152,7 @@ def test_candidates_that_stopped_runs_end_as_their_own_status(in_tmp: Path) -> N
     finishes, each has its status and reason in the study, and the honest seed wins."""
     bad = {"device_memory_oom.cu": "rejected", "shared_static_plus_dynamic.cu": "launch_error",
            "param_struct.cu": "rejected", "checksum_permutation.cu": "wrong"}
-    seeds = [str(ROOT / "kernels/vector_add/naive.cu"), *(str(ADVERSARIAL / f) for f in bad)]
+    seeds = [str(KERNELS_DIR / "vector_add/naive.cu"), *(str(ADVERSARIAL / f) for f in bad)]
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     done = subprocess.run(
         [sys.executable, "-m", "evolve", "task=vector_add", "run.name=hostile", "search.progress=false",

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from tma_kernels import CLUSTER_IDS, TASK_FILE, TILE_COPY, TMA_OUTSIDE
 
-from evolve.backends.cupy_backend import CupyBackend
+from evolve.evaluate.cupy_backend import CupyBackend
+from evolve.evaluate.measurement import Measurement, Status
+from evolve.evaluate.plan import make_plan
 from evolve.hardware import Hardware
-from evolve.measurement import Measurement, Status
-from evolve.plan import make_plan
-from evolve.spec import Variant
-from evolve.task import Task, load_task
-from evolve.tasks import read_task_file
+from evolve.kernel.spec import Variant
+from evolve.task.files import read_task_file
+from evolve.task.task import Task, load_task
 
 pytestmark = pytest.mark.gpu
 QUICK = {"warmup_ms": 1, "warmup_min": 1, "min_samples": 3, "max_samples": 5, "max_time_s": 0.2}
@@ -96,7 +96,7 @@ def test_a_junk_store_inside_the_buffer_is_seen(judge: Any) -> None:
 
 
 def _local() -> tuple[Task, Hardware]:
-    from evolve.backends.device import device_properties
+    from evolve.evaluate.gpu.device import device_properties
     from evolve.hardware import from_device
 
     hw = from_device(device_properties(0))
@@ -109,9 +109,9 @@ def _local() -> tuple[Task, Hardware]:
 def test_a_cluster_launch_has_the_shape_the_spec_says(cx: int) -> None:
     import cupy as cp
 
-    from evolve.backends.device import synchronize
-    from evolve.backends.loading import Loaded
-    from evolve.compiler import compile_cuda
+    from evolve.evaluate.gpu.device import synchronize
+    from evolve.evaluate.gpu.loading import Loaded
+    from evolve.kernel.compiler import compile_cuda
 
     t, hw = _local()
     v = Variant.parse(CLUSTER_IDS)
@@ -130,8 +130,8 @@ def test_a_cluster_launch_has_the_shape_the_spec_says(cx: int) -> None:
 def test_a_map_is_encoded_again_for_every_allocation_and_only_for_its_own_shape() -> None:
     import cupy as cp
 
-    from evolve.backends.failure import Fail
-    from evolve.backends.hopper import Launcher
+    from evolve.evaluate.gpu.failure import Fail
+    from evolve.evaluate.gpu.hopper import Launcher
 
     t, hw = _local()
     v = Variant.parse(TMA_OUTSIDE)

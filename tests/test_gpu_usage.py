@@ -11,9 +11,9 @@ import pytest
 from conftest import task
 from test_usage import OWN, import_file, write_best
 
-from evolve.correctness import compare
-from evolve.task import Task, load_task
-from evolve.tasks import read_task_file
+from evolve.task.correctness import compare
+from evolve.task.files import read_task_file
+from evolve.task.task import Task, load_task
 
 pytestmark = pytest.mark.gpu
 

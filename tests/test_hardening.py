@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 from conftest import hardware_config, task
 
-from evolve.answers import AnswerError, parse_child
-from evolve.compiler import MAX_MODULE_GLOBAL_BYTES, SourceRejected, compile_cuda, sanitize
-from evolve.correctness import admit
-from evolve.cubin import CubinError, inspect
 from evolve.errors import SpecError
+from evolve.evaluate.plan import make_plan, param_mismatch
+from evolve.evolution.answers import AnswerError, parse_child
 from evolve.hardware import named
-from evolve.plan import make_plan, param_mismatch
-from evolve.spec import MAX_RESTRICTIONS, Variant
-from evolve.task import load_task
+from evolve.kernel.compiler import MAX_MODULE_GLOBAL_BYTES, SourceRejected, compile_cuda, sanitize
+from evolve.kernel.cubin import CubinError, inspect
+from evolve.kernel.spec import MAX_RESTRICTIONS, Variant
+from evolve.task.correctness import admit
+from evolve.task.task import load_task
 
 SPEC = """/*@evolve
 kernels:

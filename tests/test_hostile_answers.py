@@ -10,7 +10,7 @@ import pytest
 from openai_server import OpenAIServer, Reply, kernel_answer
 from test_search import evolve, finished
 
-from evolve.llm.log import read
+from evolve.evolution.llm.log import read
 from evolve.paths import ROOT
 
 HOSTILE = {name: (ROOT / "tests/adversarial" / name).read_text()

@@ -10,12 +10,12 @@ import pytest
 from conftest import task, variant_store
 from optuna.trial import TrialState
 
-from evolve import record
-from evolve.ledger import Ledger
-from evolve.record import Attr, Op
+from evolve.kernel.spec import Variant
+from evolve.record import schema as record
+from evolve.record.schema import Attr, Op
+from evolve.record.variants import VariantStore
+from evolve.search.ledger import Ledger
 from evolve.settings import EvolutionSettings, SearchSettings
-from evolve.spec import Variant
-from evolve.variants import VariantStore
 
 SEEDS = task("softmax").seeds()  # naive, block_row
 

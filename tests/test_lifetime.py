@@ -16,7 +16,7 @@ from evolve.paths import ROOT
 
 PARENT = """
 import sys
-from evolve.backends import profiling
+from evolve.evaluate.gpu import profiling
 profiling.ncu_path = lambda: sys.argv[1]
 print(profiling.run({}, {}, 0, sys.argv[2], {}, {}, 600), flush=True)
 """

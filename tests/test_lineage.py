@@ -13,14 +13,14 @@ from optuna.artifacts import FileSystemArtifactStore
 from optuna.distributions import IntDistribution
 from optuna.trial import TrialState, create_trial
 
-from evolve.lineage import Row, lineage_rows, write_lineage
-from evolve.paths import ROOT
-from evolve.spec import Variant
-from evolve.variants import VariantStore
+from evolve.kernel.spec import Variant
+from evolve.paths import KERNELS_DIR
+from evolve.record.variants import VariantStore
+from evolve.results.lineage import Row, lineage_rows, write_lineage
 
 SVG = "{http://www.w3.org/2000/svg}"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-SOFTMAX = ROOT / "kernels" / "softmax"
+SOFTMAX = KERNELS_DIR / "softmax"
 LONG_REASON = "line 3: error | expected ';' \x1b[31mbefore\x1b[0m '}' " + "x" * 200
 
 
@@ -231,7 +231,7 @@ def test_many_variants_stay_in_a_readable_layout(store: VariantStore, tmp_path: 
 def test_the_evolution_curve_labels_every_time_in_plain_milliseconds(store: VariantStore,
                                                                      times: list[float]) -> None:
     """Its labels once mixed '1e−01', '2e−01', '1' and '3.1' on one axis."""
-    from evolve.curve import evolution_figure
+    from evolve.results.curve import evolution_figure
 
     v = seed(store, "naive.cu")
     for i, ms in enumerate(times):

@@ -19,11 +19,11 @@ from test_evolution import BLOCK_ROW, softmax_naive_only
 from test_search import evolve, finished, study
 
 from evolve.errors import EvolveError
-from evolve.llm import LLMError, Purpose
-from evolve.llm.budget import Prices
-from evolve.llm.factory import create_llm
-from evolve.llm.log import prompt_hash, read
-from evolve.llm.mailbox import Mailbox, estimate_tokens
+from evolve.evolution.llm import LLMError, Purpose
+from evolve.evolution.llm.budget import Prices
+from evolve.evolution.llm.factory import create_llm
+from evolve.evolution.llm.log import prompt_hash, read
+from evolve.evolution.llm.mailbox import Mailbox, estimate_tokens
 from evolve.paths import ROOT
 from evolve.settings import LLMSettings
 

@@ -19,8 +19,8 @@ import yaml
 from test_cli import cli
 
 from evolve.errors import EvolveError
-from evolve.task import load_task
-from evolve.tasks import read_task_file
+from evolve.task.files import read_task_file
+from evolve.task.task import load_task
 
 OWN = Path(__file__).parent / "own_tasks"
 
@@ -53,7 +53,8 @@ def test_a_process_that_rebuilds_the_task_from_its_config_finds_everything(elsew
     """As the GPU worker does: a fresh interpreter, another working directory, no PYTHONPATH."""
     path = own_task("row_argmax", elsewhere)
     config = load_task(read_task_file(path)).config
-    code = ("import json, sys; from evolve.task import load_task; t = load_task(json.loads(sys.argv[1])); "
+    code = ("import json, sys; from evolve.task.task import load_task; "
+            "t = load_task(json.loads(sys.argv[1])); "
             "print(t.reference.__module__, t.seed_paths[0])")
     out = subprocess.run([sys.executable, "-c", code, json.dumps(config)], capture_output=True, text=True,
                          cwd="/", env={"PATH": "/usr/bin:/bin"}, check=True)

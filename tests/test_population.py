@@ -5,7 +5,7 @@ import random
 import optuna
 from optuna.trial import TrialState
 
-from evolve.population import Population
+from evolve.search.population import Population
 
 
 def trial(number: int, vid: str, ms: float | None, iqr: float = 0.01) -> optuna.trial.FrozenTrial:

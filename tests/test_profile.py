@@ -17,14 +17,15 @@ from openai_server import OpenAIServer, Reply, kernel_answer
 from test_evolution import BLOCK_ROW, llm_args, llm_env, softmax_naive_only  # noqa: F401
 from test_search import evolve, study
 
-from evolve import profile
 from evolve.errors import EvolveError
+from evolve.evaluate import profile
+from evolve.evaluate.recording import builtin_path
+from evolve.evolution.llm.log import read
+from evolve.evolution.prompts import KernelView, Prompts
 from evolve.hardware import named
-from evolve.llm.log import read
-from evolve.paths import ROOT
-from evolve.prompts import KernelView, Prompts
-from evolve.recording import builtin_path
-from evolve.spec import Variant
+from evolve.kernel.spec import Variant
+from evolve.paths import KERNELS_DIR
+from evolve.search import profiler
 
 CSV = (Path(__file__).parent / "profiles/ncu_saxpy_h200.csv").read_text()
 
@@ -94,13 +95,13 @@ class Backend:
 
 
 def _variant() -> Variant:
-    return Variant.parse((ROOT / "kernels/softmax/naive.cu").read_text())
+    return Variant.parse((KERNELS_DIR / "softmax/naive.cu").read_text())
 
 
 def test_a_member_is_profiled_at_its_best_and_again_only_once_clearly_faster(tmp_path: Path) -> None:
     s = optuna.create_study(storage=f"sqlite:///{tmp_path}/p.db")
     b = Backend([{"dram_pct": 50.0}, {"dram_pct": 80.0}])
-    pr = profile.Profiler(s, b, {"rows": 1})
+    pr = profiler.Profiler(s, b, {"rows": 1})
     v = _variant()
     assert pr.after(0, v, {"B": 1}, 1.0, None) == {"dram_pct": 50.0}  # first correct: profiled
     assert pr.after(1, v, {"B": 2}, 1.2, 1.0) is None  # slower than its best: not
@@ -108,32 +109,32 @@ def test_a_member_is_profiled_at_its_best_and_again_only_once_clearly_faster(tmp
     assert pr.after(3, v, {"B": 4}, 0.85, 0.95) == {"dram_pct": 80.0}  # 15% faster: again
     assert b.asked == [{"B": 1}, {"B": 4}]
     kept = optuna.load_study(study_name=s.study_name, storage=f"sqlite:///{tmp_path}/p.db")
-    assert profile.recorded(kept)[v.id] == {"trial": 3, "tunables": {"B": 4}, "ms": 0.85, "dram_pct": 80.0}
+    assert profiler.recorded(kept)[v.id] == {"trial": 3, "tunables": {"B": 4}, "ms": 0.85, "dram_pct": 80.0}
 
 
 def test_a_resumed_run_profiles_the_members_that_have_none(tmp_path: Path) -> None:
     s = optuna.create_study()
     b = Backend([{"dram_pct": 1.0}])
     v = _variant()
-    profile.Profiler(s, b, {}).backfill([(7, v, {"B": 2}, 0.5)])
-    profile.Profiler(s, b, {}).backfill([(7, v, {"B": 2}, 0.5)])  # a second resume: nothing to do
-    assert b.asked == [{"B": 2}] and profile.recorded(s)[v.id]["trial"] == 7
+    profiler.Profiler(s, b, {}).backfill([(7, v, {"B": 2}, 0.5)])
+    profiler.Profiler(s, b, {}).backfill([(7, v, {"B": 2}, 0.5)])  # a second resume: nothing to do
+    assert b.asked == [{"B": 2}] and profiler.recorded(s)[v.id]["trial"] == 7
 
 
 def test_a_candidate_that_cannot_be_profiled_is_recorded_with_why_and_not_retried() -> None:
     s = optuna.create_study()
     b = Backend([{"error": "ncu took longer than 180 s"}])
-    pr = profile.Profiler(s, b, {})
+    pr = profiler.Profiler(s, b, {})
     v = _variant()
     pr.after(0, v, {"B": 1}, 1.0, None)
     assert pr.after(1, v, {"B": 2}, 0.99, 1.0) is None and len(b.asked) == 1
-    assert profile.recorded(s)[v.id]["error"].startswith("ncu took longer")
+    assert profiler.recorded(s)[v.id]["error"].startswith("ncu took longer")
 
 
 def test_no_profiler_here_turns_profiling_off_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
     s = optuna.create_study()
     b = Backend([EvolveError("ncu cannot read this GPU's performance counters: ERR_NVGPUCTRPERM")])
-    pr = profile.Profiler(s, b, {})
+    pr = profiler.Profiler(s, b, {})
     v = _variant()
     with caplog.at_level(logging.WARNING):
         assert pr.after(0, v, {"B": 1}, 1.0, None) is None
@@ -167,7 +168,7 @@ def test_with_profile_on_the_parents_prompt_carries_its_profile(in_tmp: Path, ll
                f"backend.recordings=[{rec}]", f"evolution.profile={str(on).lower()}")
     call = next(x for x in read(in_tmp / "runs/pr/llm.jsonl") if x["kind"] == "call")
     prompt = call["messages"][1]["content"]
-    recorded = profile.recorded(study("pr"))
+    recorded = profiler.recorded(study("pr"))
     if not on:
         assert "Nsight Compute" not in prompt and not recorded
         return

@@ -11,19 +11,20 @@ from conftest import hardware_config, task, variant_store
 from openai_server import kernel_answer
 from test_ledger import finish
 
-from evolve.coordination import Peers
-from evolve.evolution import Proposer
+from evolve.evolution.llm.budget import LLMBudget, Prices
+from evolve.evolution.llm.log import ExchangeLog
+from evolve.evolution.llm.mailbox import Mailbox
+from evolve.evolution.process import ProposerProcess
+from evolve.evolution.prompts import Prompts
+from evolve.evolution.proposer import Proposer
 from evolve.hardware import named
-from evolve.ledger import Ledger
-from evolve.llm.budget import LLMBudget, Prices
-from evolve.llm.log import ExchangeLog
-from evolve.llm.mailbox import Mailbox
-from evolve.paths import ROOT
-from evolve.prompts import Prompts
-from evolve.proposing import Action, ProposerProcess, RemoteLLM, Tuning, proposer_done
-from evolve.record import StudyAttr
+from evolve.paths import KERNELS_DIR
+from evolve.record.schema import StudyAttr
+from evolve.record.variants import VariantStore
+from evolve.search.coordination import Peers
+from evolve.search.ledger import Ledger
+from evolve.search.schedules import Action, RemoteLLM, Tuning, proposer_done
 from evolve.settings import EvolutionSettings, LLMSettings, SearchSettings
-from evolve.variants import VariantStore
 
 
 @pytest.fixture
@@ -148,7 +149,7 @@ def test_a_proposer_process_beats_while_it_waits_for_an_answer(store: VariantSto
     for _ in range(10):  # a second of waiting for the answer
         assert remote.active() and remote.while_working(idle_ledger(store, 60)) == Action.WAIT
         time.sleep(0.1)
-    block_row = (ROOT / "kernels/softmax/block_row.cu").read_text()
+    block_row = (KERNELS_DIR / "softmax/block_row.cu").read_text()
     (tmp_path / "mb/0001.answer.md").write_text(kernel_answer(block_row))
     (tmp_path / "mb/0001.answer.done").touch()
     th.join(10)

@@ -10,10 +10,10 @@ import pytest
 from conftest import task, variant_store
 from optuna.trial import TrialState
 
-from evolve import record
-from evolve.measurement import Status
-from evolve.record import Attr, Op
-from evolve.variants import VariantStore
+from evolve.evaluate.measurement import Status
+from evolve.record import schema as record
+from evolve.record.schema import Attr, Op
+from evolve.record.variants import VariantStore
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ from test_cli import cli
 from test_hardware import H200_PROPS
 
 from evolve.errors import EvolveError
+from evolve.evaluate.measurement import Measurement, Status, TimingStats
+from evolve.evaluate.metrics import bound, headline, peak_text, roofline
 from evolve.hardware import PEAKS, catalog, from_device, named
-from evolve.measurement import Measurement, Status, TimingStats
-from evolve.metrics import bound, headline, peak_text, roofline
-from evolve.task import load_task, size_label
+from evolve.task.task import load_task, size_label
 
 H200 = named({**hardware_config("h200"), "copy_bandwidth_bps": 4.27e12, "read_bandwidth_bps": 4.6e12})
 

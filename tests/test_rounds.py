@@ -21,12 +21,13 @@ from optuna.trial import TrialState
 from test_evolution import BLOCK_ROW, KEY, REPAIR, llm_args, softmax_naive_only
 from test_search import evolve
 
-from evolve import compiler, record
 from evolve.errors import EvolveError
-from evolve.llm.log import read
-from evolve.paths import ROOT
-from evolve.record import counts_toward_budget
-from evolve.spec import Variant
+from evolve.evolution.llm.log import read
+from evolve.kernel import compiler
+from evolve.kernel.spec import Variant
+from evolve.paths import KERNELS_DIR, ROOT
+from evolve.record import schema as record
+from evolve.record.schema import counts_toward_budget
 
 ANSWERS = {p.stem: p.read_text() for p in (ROOT / "tests/llm_answers/softmax").glob("*.cu")}
 RECORDED = ROOT / "tests/recordings/h200/softmax.jsonl"
@@ -219,7 +220,7 @@ def test_a_candidate_a_killed_evaluator_left_is_measured_in_the_next_round(
     s = load(in_tmp, "runs/evolve.db")
     naive = next(t for t in s.trials if t.user_attrs["operator"] == "seed")
     measured = [t.params for t in s.trials]
-    cfg = next(c for c in Variant.parse((ROOT / "kernels/softmax/naive.cu").read_text()).spec.space()
+    cfg = next(c for c in Variant.parse((KERNELS_DIR / "softmax/naive.cu").read_text()).spec.space()
                if c not in measured)
     s.enqueue_trial(cfg, user_attrs={k: naive.user_attrs[k] for k in ("variant", "variant_name", "parents")}
                     | {"operator": "tune"})

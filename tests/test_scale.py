@@ -17,11 +17,11 @@ import pytest
 from openai_server import OpenAIServer, Reply, kernel_answer
 from optuna.trial import TrialState
 
-from evolve.measurement import NOT_COUNTED
-from evolve.paths import ROOT
-from evolve.record import counts_toward_budget, fixed_params
+from evolve.evaluate.measurement import NOT_COUNTED
+from evolve.paths import KERNELS_DIR, ROOT
+from evolve.record.schema import counts_toward_budget, fixed_params
 
-TILED = (ROOT / "kernels/transpose/tiled.cu").read_text()
+TILED = (KERNELS_DIR / "transpose/tiled.cu").read_text()
 ENV = {**{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EVOLVE_LLM_"))},
        "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "sk-test"}
 

@@ -21,9 +21,9 @@ from hydra import compose, initialize_config_dir
 from optuna.trial import TrialState
 
 from evolve.cli import run
-from evolve.paths import CONF_DIR, ROOT
-from evolve.record import counts_toward_budget, fixed_params
-from evolve.recording import builtin_path
+from evolve.evaluate.recording import builtin_path
+from evolve.paths import CONF_DIR, KERNELS_DIR, ROOT
+from evolve.record.schema import counts_toward_budget, fixed_params
 
 REPLAY = ["backend=replay", "hardware=h200", "search.progress=false", "llm=none"]
 
@@ -87,7 +87,7 @@ def test_the_search_queues_as_many_candidates_ahead_as_the_backend_prepares(
         in_tmp: Path, monkeypatch: pytest.MonkeyPatch, prepares: int) -> None:
     """A backend that compiles ahead in 3 processes gets 3 candidates queued ahead of the one
     measured (one when it prepares none), and the budget stays exact."""
-    from evolve.backends.replay import ReplayBackend
+    from evolve.evaluate.replay import ReplayBackend
 
     events: list[tuple[str, tuple]] = []
     prefetch, evaluate = ReplayBackend.prefetch, ReplayBackend.evaluate
@@ -204,7 +204,7 @@ def test_timeout_is_a_total_over_resumes(in_tmp: Path) -> None:
 def test_unrecorded_candidates_are_reported_not_invented(in_tmp: Path, tmp_path: Path) -> None:
     kernels = tmp_path / "k"
     kernels.mkdir()
-    src = (ROOT / "kernels/vector_add/naive.cu").read_text().replace("a[i] + b[i]", "b[i] + a[i]")
+    src = (KERNELS_DIR / "vector_add/naive.cu").read_text().replace("a[i] + b[i]", "b[i] + a[i]")
     (kernels / "mine.cu").write_text(src)
     evolve("task=vector_add", "run.name=u", "search.n_trials=3", f"task.seeds=[{kernels / 'mine.cu'}]")
     trials = finished("u")
@@ -277,14 +277,14 @@ def test_what_the_gpu_would_refuse_before_running_gets_that_verdict_on_replay(
     LLM child naming an unknown argument, a block too large for the GPU)."""
     from conftest import hardware_config
 
-    from evolve.backends.replay import ReplayBackend
+    from evolve.evaluate.replay import ReplayBackend
     from evolve.hardware import named
-    from evolve.spec import Variant
-    from evolve.task import builtin_task
+    from evolve.kernel.spec import Variant
+    from evolve.task.task import builtin_task
 
     task = builtin_task("vector_add")
     backend = ReplayBackend({})
     backend.start(task, named(hardware_config("h200")))
-    source = (ROOT / "kernels/vector_add/naive.cu").read_text().replace(*edit) + "\n// a child\n"
+    source = (KERNELS_DIR / "vector_add/naive.cu").read_text().replace(*edit) + "\n// a child\n"
     m = backend.evaluate(Variant.parse(source, name="child"), tunables, list(task.timing_sizes[:1]))
     assert m.status.value == status and reason in m.reason, m.reason

@@ -1,7 +1,7 @@
 import pytest
 
 from evolve.errors import SpecError
-from evolve.spec import MAX_SPACE, Variant, candidate_key, normalize_source, parse_spec
+from evolve.kernel.spec import MAX_SPACE, Variant, candidate_key, normalize_source, parse_spec
 
 BODY = 'extern "C" __global__ void k(float* y, int n) { int i = threadIdx.x; if (i < n) y[i] = 1; }\n'
 GOOD = """/*@evolve

@@ -9,9 +9,9 @@ import pytest
 from test_search import evolve
 
 from evolve.errors import EvolveError
-from evolve.record import counts_toward_budget
+from evolve.record.schema import counts_toward_budget
+from evolve.record.storage import cached_ceilings, open_storage, store_ceilings
 from evolve.settings import StorageSettings
-from evolve.storage import cached_ceilings, open_storage, store_ceilings
 
 
 def _finished(storage: optuna.storages.BaseStorage, name: str) -> int:
@@ -90,7 +90,7 @@ def test_processes_creating_one_sqlite_database_at_once_all_get_it(in_tmp: Path)
 
 
 def test_a_password_is_hidden_in_a_url_and_in_an_override_that_holds_one() -> None:
-    from evolve.storage import redact
+    from evolve.record.storage import redact
 
     assert redact("postgresql://u:hunter2@db/evolve") == "postgresql://u:***@db/evolve"
     assert redact("storage.url=postgresql://u:hunter2@db/x") == "storage.url=postgresql://u:***@db/x"

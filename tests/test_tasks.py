@@ -3,11 +3,11 @@ import pytest
 from conftest import TASKS, hardware_config, task, task_config
 
 from evolve import dtypes
-from evolve.correctness import admit, compare, trivial_outputs, unwritten_fill
 from evolve.errors import EvolveError, SpecError
+from evolve.evaluate.plan import make_plan
 from evolve.hardware import named
-from evolve.plan import make_plan
-from evolve.task import Tolerance, load_task
+from evolve.task.correctness import admit, compare, trivial_outputs, unwritten_fill
+from evolve.task.task import Tolerance, load_task
 
 H200 = named(hardware_config("h200"))
 

@@ -11,15 +11,15 @@ from conftest import TASKS, hardware_config, task
 from test_compile import _nvrtc_or_skip
 from tma_kernels import CLUSTER_IDS, TASK_FILE, TILE_COPY, TMA_OUTSIDE
 
-from evolve.compiler import compile_cuda
-from evolve.cubin import inspect
 from evolve.errors import SpecError
-from evolve.export import _launches
+from evolve.evaluate.plan import ARG_BYTES, Plan, make_plan, param_mismatch
 from evolve.hardware import named
-from evolve.plan import ARG_BYTES, Plan, make_plan, param_mismatch
-from evolve.spec import Variant, iter_names, parse_spec
-from evolve.task import load_task
-from evolve.tasks import read_task_file
+from evolve.kernel.compiler import compile_cuda
+from evolve.kernel.cubin import inspect
+from evolve.kernel.spec import Variant, iter_names, parse_spec
+from evolve.results.export import _launches
+from evolve.task.files import read_task_file
+from evolve.task.task import load_task
 
 H200 = named(hardware_config("h200"))
 GEMM = """/*@evolve

@@ -2,9 +2,9 @@
 
 import pytest
 
-from evolve.samplers import SAMPLERS, make_sampler
-from evolve.spec import parse_spec
-from evolve.tuner import VariantTuner
+from evolve.kernel.spec import parse_spec
+from evolve.search.samplers import SAMPLERS, make_sampler
+from evolve.search.tuner import VariantTuner
 
 SPEC = parse_spec("""/*@evolve
 kernels: [{name: k, grid: 1, block: B, args: []}]

@@ -17,10 +17,10 @@ import pytest
 from conftest import task
 from test_cli import cli
 
-from evolve.compiler import compile_cuda
-from evolve.task import Task, load_task
-from evolve.tasks import read_task_file
-from evolve.usage import Kernel, best_py, bind
+from evolve.kernel.compiler import compile_cuda
+from evolve.results.usage import Kernel, best_py, bind
+from evolve.task.files import read_task_file
+from evolve.task.task import Task, load_task
 
 OWN = Path(__file__).parent / "own_tasks"
 

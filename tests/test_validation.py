@@ -13,9 +13,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from test_cli import _one_line_error, cli
 
+from evolve.app.validation import validate
 from evolve.errors import EvolveError
-from evolve.paths import CONF_DIR, ROOT
-from evolve.validation import validate
+from evolve.paths import CONF_DIR, KERNELS_DIR, ROOT
 
 REPLAY = ["backend=replay", "hardware=h200", "llm=none", "run.name=t"]
 
@@ -39,7 +39,7 @@ def test_every_built_in_task_and_its_seeds_pass(name: str) -> None:
 def test_a_seed_naming_what_the_task_does_not_have_is_refused(tmp_path: Path) -> None:
     """On replay its trials were all 'not_recorded', hiding the mistake; on the GPU each failed."""
     seed = tmp_path / "typo.cu"
-    source = (ROOT / "kernels/vector_add/naive.cu").read_text()
+    source = (KERNELS_DIR / "vector_add/naive.cu").read_text()
     seed.write_text(source.replace("args: [a, b, c, n]", "args: [a, b, c, nn]"))
     with pytest.raises(EvolveError) as exc:
         validate(config("task=vector_add", f"task.seeds=[{seed}]"))

@@ -8,14 +8,14 @@ import pytest
 from conftest import task, task_config
 from test_search import evolve
 
-from evolve.export import export
+from evolve.evaluate.objective import Objective
 from evolve.hardware import named
-from evolve.objective import Objective
+from evolve.record.storage import open_storage
+from evolve.record.variants import VariantStore
+from evolve.results.export import export
+from evolve.results.verify import Verification, holdout_sizes
 from evolve.settings import StorageSettings
-from evolve.storage import open_storage
-from evolve.task import load_task, size_label
-from evolve.variants import VariantStore
-from evolve.verify import Verification, holdout_sizes
+from evolve.task.task import load_task, size_label
 
 
 def test_holdout_sizes_are_new_and_awkward() -> None:

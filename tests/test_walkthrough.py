@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from evolve import dtypes
-from evolve.correctness import compare_all
 from evolve.paths import ROOT
-from evolve.task import load_task
-from evolve.tasks import read_task_file
+from evolve.task.correctness import compare_all
+from evolve.task.files import read_task_file
+from evolve.task.task import load_task
 
 GPU_MARK = "# on a machine with an NVIDIA GPU"
 

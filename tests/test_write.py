@@ -14,11 +14,11 @@ from test_cli import _one_line_error, cli
 from test_evolution import BLOCK_ROW, KEY, by_operator, llm_args
 from test_search import evolve, study
 
+from evolve.evolution.llm.log import read
+from evolve.evolution.prompts import Prompts
 from evolve.hardware import named
-from evolve.llm.log import read
-from evolve.prompts import Prompts
-from evolve.task import load_task
-from evolve.tasks import read_task_file
+from evolve.task.files import read_task_file
+from evolve.task.task import load_task
 
 
 def test_without_seeds_the_llm_writes_the_first_kernel(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:

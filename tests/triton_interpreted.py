@@ -16,8 +16,8 @@ from triton.runtime import interpreter
 
 from evolve import dtypes
 from evolve.bench import triton_kernels as kernels
-from evolve.correctness import compare_all
-from evolve.task import Task, builtin_task
+from evolve.task.correctness import compare_all
+from evolve.task.task import Task, builtin_task
 
 MAX_ELEMENTS = 200_000  # per argument: the interpreter runs each program in NumPy
 MAX_FLOPS = 5e7

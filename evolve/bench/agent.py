@@ -15,10 +15,10 @@ import optuna
 from optuna.artifacts import FileSystemArtifactStore
 
 from evolve.errors import EvolveError
-from evolve.lineage import lineage_rows
-from evolve.llm.log import read
-from evolve.record import Attr, Op
-from evolve.variants import VariantStore
+from evolve.evolution.llm.log import read
+from evolve.record.schema import Attr, Op
+from evolve.record.variants import VariantStore
+from evolve.results.lineage import lineage_rows
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -131,9 +131,9 @@ def _mix(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _hardware() -> Any:
     """This GPU, its bandwidth ceilings measured now (in a worker, as the search does)."""
-    from evolve.backends import create_backend
+    from evolve.evaluate.backend import create_backend
     from evolve.hardware import Hardware
-    from evolve.task import builtin_task
+    from evolve.task.task import builtin_task
 
     backend = create_backend({"name": "cupy", "device": 0, "timing": {}})
     try:

@@ -2,7 +2,7 @@
 
 Every configuration of a seed variant was measured once on real hardware (the recordings shipped
 under ``evolve/recordings``), so a search can be replayed without a GPU: cuda-evolve's per-variant
-tuner (:class:`~evolve.tuner.VariantTuner` with an Optuna sampler, exactly as a run uses it) and
+tuner (:class:`~evolve.search.tuner.VariantTuner` with an Optuna sampler, exactly as a run uses it) and
 Kernel Tuner's strategies (its simulation mode, replaying a cache file written from the same
 recording) see the same numbers. Each method runs once per seed; a run yields the measured value
 of each evaluation in order, and the statistics compare best-found (as a fraction of the space's
@@ -31,12 +31,12 @@ import numpy as np
 import optuna
 
 from evolve.errors import EvolveError
-from evolve.objective import Objective
-from evolve.recording import Recording, builtin_path
-from evolve.samplers import make_sampler
-from evolve.spec import LaunchSpec, candidate_key
-from evolve.task import builtin_task
-from evolve.tuner import VariantTuner
+from evolve.evaluate.objective import Objective
+from evolve.evaluate.recording import Recording, builtin_path
+from evolve.kernel.spec import LaunchSpec, candidate_key
+from evolve.search.samplers import make_sampler
+from evolve.search.tuner import VariantTuner
+from evolve.task.task import builtin_task
 
 OURS = ("tpe", "random", "cmaes", "gp", "qmc")
 THEIRS = ("random_sample", "genetic_algorithm", "bayes_opt", "simulated_annealing", "greedy_ils", "pso",

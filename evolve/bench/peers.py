@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from evolve.task import Task
+from evolve.task.task import Task
 
 log = logging.getLogger(__name__)
 Peer = Callable[[], Any]

@@ -23,7 +23,7 @@ from evolve.bench.throughput import throughput
 from evolve.bench.timer import TimerSettings, time_side_by_side
 from evolve.errors import EvolveError
 from evolve.hardware import Hardware
-from evolve.task import Task, builtin_task, size_label
+from evolve.task.task import Task, builtin_task, size_label
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +60,8 @@ def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_modes: 
     ``extra``: more kernels, name -> (kind, source, tunables), e.g. an evolved run's best."""
     import cupy as cp
 
-    from evolve.backends.gpu import GpuEvaluator
-    from evolve.backends.timing import TimingSettings
+    from evolve.evaluate.gpu.harness import GpuEvaluator
+    from evolve.evaluate.gpu.timing import TimingSettings
 
     inputs = task.make_inputs(cp, sizes, seed=20261129)
     refs = task.expected(cp, inputs, sizes)
@@ -119,7 +119,7 @@ def check(task: Task, sizes: Mapping[str, int], fn: Callable[[], Any], outputs: 
     bfloat16 tensor as its bits); a peer that cannot run the task is reported, not fatal."""
     import cupy as cp
 
-    from evolve.correctness import compare_all
+    from evolve.task.correctness import compare_all
 
     fills = {a.name: dtypes.unwritten(a.dtype, np.random.default_rng(0)) for a in task.outputs}
     for a in task.outputs:
@@ -170,7 +170,7 @@ def _finished(run_dir: Path, task: Task) -> dict[str, Any]:
 
 
 def _best_source(run_dir: Path) -> str:
-    from evolve.spec import SpecError, Variant
+    from evolve.kernel.spec import SpecError, Variant
 
     try:
         return Variant.parse((run_dir / "best.cu").read_text(), name="best").source

@@ -16,8 +16,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from evolve.errors import EvolveError
-from evolve.measurement import NOT_COUNTED, Status
-from evolve.storage import open_location
+from evolve.evaluate.measurement import NOT_COUNTED, Status
+from evolve.record.storage import open_location
 
 
 @dataclass(frozen=True)

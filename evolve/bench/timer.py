@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from evolve.measurement import TimingStats
+from evolve.evaluate.measurement import TimingStats
 
 
 @dataclass(frozen=True)

@@ -180,7 +180,7 @@ _TUNED = {
     "gemm": triton.autotune(CONFIGS["gemm"], key=["M", "N", "K", "IEEE"])(_matmul),
 }
 TASKS = ("vector_add", "reduce_sum", "softmax", "layernorm", "transpose", "sgemm", "hgemm", "bgemm")
-LAYERNORM_EPS = 1e-5  # as evolve.references.LAYERNORM_EPS and the layernorm task's EPS define
+LAYERNORM_EPS = 1e-5  # as evolve.task.references.LAYERNORM_EPS and the layernorm task's EPS define
 
 
 def configs(task: str) -> list[triton.Config]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from evolve.bench.speed import run_search
 from evolve.errors import EvolveError
-from evolve.task import builtin_task
+from evolve.task.task import builtin_task
 
 WARMUP = 3  # candidates in each tool's warm-up run, not counted
 

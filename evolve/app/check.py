@@ -1,0 +1,242 @@
+"""``backend=check``: everything about a task that can be checked without a GPU, at once.
+
+It loads the task, computes its reference on NumPy at every correctness size (shapes, finite
+values, integers in range, the same answer twice), runs the admission check (trivial kernels must
+fail), evaluates the traffic model, and for every seed plans every configuration at every size
+and compiles all of a small space (a sample of a large one, the default always) with NVRTC for
+the target architecture, checking each compiled kernel's parameters against the spec. It prints
+one line per problem and ends with a verdict; ``evolve`` exits 0 only when there is none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from typing import Any
+
+import numpy as np
+
+from evolve import dtypes
+from evolve.errors import EvolveError, SpecError, describe
+from evolve.evaluate.plan import make_plan, param_mismatch
+from evolve.hardware import Hardware, named
+from evolve.kernel.compiler import CompileError, compile_cuda, first_error, target_arch
+from evolve.kernel.cubin import CubinError, inspect
+from evolve.kernel.spec import Variant
+from evolve.task.correctness import admit
+from evolve.task.files import with_task_dir
+from evolve.task.task import Task, load_task, size_label
+
+DEFAULT_TARGET = "h200"
+MAX_PLANS = 200_000  # configurations x sizes planned per seed (beyond: the compiled sample only)
+
+Say = Callable[[str], None]
+
+
+def check_task(c: Mapping[str, Any], say: Say = print) -> int:
+    """Check the task of a composed configuration; 0 when nothing is wrong, else 1."""
+    problems: list[str] = []
+
+    def problem(text: str) -> None:
+        problems.append(text)
+        say(f"problem: {text}")
+
+    try:
+        task = load_task(with_task_dir(c["task"]))
+    except EvolveError as exc:
+        problem(str(exc).splitlines()[0])
+        return _verdict(c["task"].get("name", "?"), problems, say)
+    hw = _target(c["hardware"], say)
+    cfg = c["backend"]
+    references(task, problem)
+    if not problems:  # admission reruns the reference: no second report of the same fault
+        try:
+            admit(task)
+        except EvolveError as exc:
+            problem(str(exc))
+    traffic(task, problem, say)
+    compiled = seeds(task, hw, problem, say, int(cfg.get("compile_all_up_to", 64)),
+                     int(cfg.get("compile_sample", 16)), _jobs(cfg.get("jobs", "auto")))
+    if not problems:
+        say(f"check: task {task.name} is ready: reference right at {len(task.correctness_sizes)} sizes, "
+            f"admitted, {compiled} ({hw.name})")
+    return _verdict(task.name, problems, say)
+
+
+def _verdict(name: str, problems: list[str], say: Say) -> int:
+    if problems:
+        say(f"check: task {name} has {len(problems)} problem{'s' if len(problems) > 1 else ''}")
+        return 1
+    return 0
+
+
+def _target(cfg: Mapping[str, Any], say: Say) -> Hardware:
+    if cfg.get("name") == "auto":
+        from evolve.hardware import catalog
+
+        hw = catalog()[DEFAULT_TARGET][0]
+        say(f"note: hardware=auto reads no GPU here: checking for {hw.name} ({hw.arch}); "
+            "name another target with hardware=NAME")
+        return hw
+    return named(cfg)
+
+
+def _jobs(value: Any) -> int:
+    return max(1, os.cpu_count() or 1) if value in ("auto", None) else max(1, int(value))
+
+
+def references(task: Task, problem: Say) -> None:
+    """The reference at every correctness size: it runs, returns every output with its shape,
+    finite values (integers of their dtype's range for exact outputs), and the same twice."""
+    for i, sizes in enumerate(task.correctness_sizes):
+        where = f"reference at {size_label(sizes)}"
+        try:
+            with np.errstate(all="ignore"):  # a NaN or inf it makes is reported below, once
+                inputs = task.make_inputs(np, sizes, 1000 + i)
+                ref = task.expected(np, inputs, sizes)
+                again = task.expected(np, task.make_inputs(np, sizes, 1000 + i), sizes)
+        except EvolveError as exc:
+            problem(f"{where}: {str(exc).splitlines()[0]}")
+            continue
+        except Exception as exc:
+            problem(f"{where}: {describe(exc)}")
+            continue
+        for arg in task.outputs:
+            r = np.asarray(ref[arg.name], dtype=np.float64)
+            d = dtypes.get(arg.dtype)
+            if not np.isfinite(r).all():
+                problem(f"{where}: {arg.name} holds {int((~np.isfinite(r)).sum())} NaN or infinite values")
+            elif d.exact and not (np.array_equal(r, np.rint(r)) and d.range()[0] <= r.min()
+                                  and r.max() <= d.range()[1]):
+                problem(f"{where}: {arg.name} is {arg.dtype} but the reference gives values that are not "
+                        f"integers in [{d.range()[0]}, {d.range()[1]}]")
+            elif not np.array_equal(r, np.asarray(again[arg.name], dtype=np.float64), equal_nan=True):
+                problem(f"{where}: {arg.name} differs between two calls on the same inputs")
+
+
+def traffic(task: Task, problem: Say, say: Say) -> None:
+    for sizes in task.timing_sizes:
+        try:
+            nbytes, flops = task.bytes(sizes), task.flops(sizes)
+        except SpecError as exc:
+            problem(f"traffic at {size_label(sizes)}: {exc}")
+            continue
+        if nbytes <= 0 or flops < 0:
+            problem(f"traffic at {size_label(sizes)}: bytes must be positive and flops not negative "
+                    f"(got {nbytes} and {flops})")
+        elif nbytes < 1 << 24 and flops < 1e9:
+            say(f"note: the timing size {size_label(sizes)} moves {nbytes / 1e6:.3g} MB: launch overhead "
+                "will weigh on the times (a larger timing size measures the kernel better)")
+
+
+def seeds(task: Task, hw: Hardware, problem: Say, say: Say, all_up_to: int, sample: int, jobs: int) -> str:
+    """Plan and compile the seeds; what was done, in words."""
+    if not task.seed_paths:
+        say("note: no seed kernels: an LLM writes the first one (llm=openai, local or mailbox); "
+            "without one, evolve stops")
+        return "no seeds"
+    planned = compiled = 0
+    work: list[tuple[str, Variant, dict[str, int]]] = []
+    targets: set[str] = set()  # what the seeds compile for: the GPU's arch, or its arch-specific target
+    for path in task.seed_paths:
+        label = f"seed {path.name}"
+        try:
+            v = Variant.parse(path.read_text(), name=path.stem)
+        except (SpecError, OSError) as exc:
+            problem(f"{label}: {exc}")
+            continue
+        space = v.spec.space()
+        if not space:
+            problem(f"{label}: no configuration satisfies the restrictions")
+            continue
+        with contextlib.suppress(CompileError):  # reported by the compile below, per configuration
+            targets.add(target_arch(hw.arch, v.spec.arch_specific))
+        pick = _pick(space, v.spec.default, all_up_to, sample)
+        plan_all = len(space) * (len(task.correctness_sizes) + len(task.timing_sizes)) <= MAX_PLANS
+        planned += _plan(task, hw, v, space if plan_all else pick, label, problem)
+        work += [(label, v, cfg) for cfg in pick]
+    for label, cfg, reason in _compile(task, hw, work, jobs):
+        if reason:
+            problem(f"{label} {_fmt(cfg)}: {reason}")
+        else:
+            compiled += 1
+    return (f"{len(task.seed_paths)} seed(s), {planned} configurations planned at every size, "
+            f"{compiled} compiled for {', '.join(sorted(targets)) or hw.arch}")
+
+
+def _pick(space: list[dict[str, int]], default: dict[str, int], all_up_to: int,
+          sample: int) -> list[dict[str, int]]:
+    if len(space) <= all_up_to:
+        return space
+    others = [cfg for cfg in space if cfg != default]
+    return [default, *random.Random(0).sample(others, min(sample, len(others)))]
+
+
+def _plan(task: Task, hw: Hardware, v: Variant, configs: list[dict[str, int]], label: str,
+          problem: Say) -> int:
+    """Plan each configuration at every size; one line per size where some cannot launch."""
+    failures: dict[str, list[tuple[dict[str, int], str]]] = defaultdict(list)
+    for cfg in configs:
+        for sizes in (*task.correctness_sizes, *task.timing_sizes):
+            try:
+                make_plan(v.spec, task, sizes, cfg, hw)
+            except SpecError as exc:
+                failures[size_label(sizes)].append((cfg, str(exc)))
+    for where, fails in failures.items():
+        cfg, reason = fails[0]
+        problem(f"{label}: {len(fails)} of {len(configs)} configurations cannot launch at {where} "
+                f"(first: {_fmt(cfg)}: {reason})")
+    return len(configs)
+
+
+def _compile_one(source: str, defines: dict[str, Any], arch: str,
+                 arch_specific: bool) -> tuple[bytes | None, str]:
+    try:
+        return compile_cuda(source, defines, target_arch(arch, arch_specific)).cubin, ""
+    except CompileError as exc:
+        return None, first_error(str(exc))
+    except EvolveError as exc:
+        return None, str(exc)
+
+
+def _compile(task: Task, hw: Hardware, work: list[tuple[str, Variant, dict[str, int]]],
+             jobs: int) -> list[tuple[str, dict[str, int], str]]:
+    """Compile each (seed, configuration); check the kernels' parameters against the plans."""
+    args = [(v.source, {**cfg, **dict(task.defines)}, hw.arch, v.spec.arch_specific) for _, v, cfg in work]
+    if jobs > 1 and len(args) > 1:
+        with ProcessPoolExecutor(min(jobs, len(args)), mp_context=get_context("spawn")) as pool:
+            results = list(pool.map(_compile_one, *zip(*args, strict=True)))
+    else:
+        results = [_compile_one(*a) for a in args]
+    out = []
+    for (label, v, cfg), (cubin, reason) in zip(work, results, strict=True):
+        if cubin is not None:
+            reason = _check_cubin(task, hw, v, cfg, cubin)
+        out.append((label, cfg, reason))
+    return out
+
+
+def _check_cubin(task: Task, hw: Hardware, v: Variant, cfg: dict[str, int], cubin: bytes) -> str:
+    try:
+        info = inspect(cubin)
+    except CubinError as exc:
+        return f"the compiled module cannot be checked: {exc}"
+    for sizes in task.correctness_sizes[:1]:
+        try:
+            plan = make_plan(v.spec, task, sizes, cfg, hw)
+        except SpecError:
+            return ""  # reported by the planning
+        if missing := [c.kernel for c in plan.calls if c.kernel not in info.params]:
+            return f"kernel {missing[0]!r} is not in the compiled module: declare it extern \"C\" __global__"
+        if reason := param_mismatch(plan, info):
+            return reason
+    return ""
+
+
+def _fmt(cfg: Mapping[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in cfg.items()) or "(no tunables)"

@@ -1,0 +1,102 @@
+"""Step 4 of judging a candidate: timing at a timing size, every timed call checked.
+
+Every call is prepared the same way, down to the host work around it: fresh secret-seeded inputs
+are written into its buffers, its outputs and scratch are poisoned, and the L2 is flushed last, so
+nothing touches the candidate's memory between the flush and the launch. CUDA events bracket the
+launch alone. Every timed call is then checked like a correctness launch (guards, inputs made
+again and compared bit for bit, outputs against the float64 reference of those inputs): no call
+is special, so a kernel cannot be honest only when watched, and since each call's inputs are new
+everywhere, a cache of earlier inputs or results is worthless. Warm-up calls are prepared the
+same way and not timed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import cupy as cp
+import numpy as np
+
+from evolve.evaluate.gpu import buffers
+from evolve.evaluate.gpu.checking import verify
+from evolve.evaluate.gpu.device import synchronize
+from evolve.evaluate.gpu.loading import Loaded
+from evolve.evaluate.measurement import TimingStats
+from evolve.evaluate.plan import Plan
+from evolve.task.task import Task, size_label
+
+MAX_WARMUP_CALLS = 10_000
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    warmup_ms: float = 25.0
+    warmup_min: int = 10
+    min_samples: int = 10
+    max_samples: int = 100
+    max_time_s: float = 2.0
+    target_rel_iqr: float = 0.01
+    rounds: int = 2  # correctness rounds per size, each with fresh inputs
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> TimingSettings:
+        return cls(**{k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg})
+
+
+class L2Flush:
+    """A buffer twice the L2's size whose memset evicts whatever a candidate left in the L2."""
+
+    def __init__(self, l2_bytes: int):
+        self.buffer = cp.empty(max(2 * l2_bytes, 1 << 26), dtype=cp.uint8)
+
+    def __call__(self) -> None:
+        self.buffer.data.memset_async(0xA5, self.buffer.nbytes)
+
+
+def time_at(loaded: Loaded, task: Task, plan: Plan, sizes: Mapping[str, int], s: TimingSettings,
+            flush: L2Flush, seed: Callable[..., int]) -> TimingStats:
+    """The candidate's time at one size (CUDA events, median of checked calls)."""
+    label = size_label(sizes)
+    io = {**buffers.guarded_io(task, sizes), **buffers.guarded_scratch(plan)}
+    bufs = buffers.views(io)
+    rng = np.random.default_rng(seed(label, "fill"))
+    calls = 0
+
+    def call() -> tuple[int, dict[str, float | int], tuple[Any, Any]]:
+        nonlocal calls
+        calls += 1
+        input_seed = seed(label, calls)
+        task.fill_inputs(cp, bufs, input_seed, sizes)
+        fills = buffers.poison(task, plan, bufs, rng)
+        flush()  # last: nothing touches the candidate's memory between the flush and the launch
+        events = cp.cuda.Event(), cp.cuda.Event()
+        events[0].record()
+        loaded.run(plan, bufs)
+        events[1].record()
+        return input_seed, fills, events
+
+    def elapsed(events: tuple[Any, Any]) -> float:
+        return cp.cuda.get_elapsed_time(*events) / 1e3
+
+    _, _, first = call()
+    synchronize(f"while warming up at {label}")
+    est_ms = max(elapsed(first) * 1e3, 1e-3)
+    for _ in range(min(max(s.warmup_min, math.ceil(s.warmup_ms / est_ms)), MAX_WARMUP_CALLS)):
+        call()
+    synchronize(f"while warming up at {label}")
+
+    samples: list[float] = []
+    t_begin = time.perf_counter()
+    while True:
+        input_seed, fills, events = call()
+        synchronize(f"in a timed call at {label}")
+        verify(task, sizes, bufs, io, fills, input_seed, f"in a timed call at {label}")
+        samples.append(elapsed(events))
+        stats = TimingStats.of(samples)
+        if len(samples) >= s.max_samples or (len(samples) >= s.min_samples and (
+                stats.rel_iqr <= s.target_rel_iqr or time.perf_counter() - t_begin > s.max_time_s)):
+            return stats

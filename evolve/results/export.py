@@ -1,0 +1,291 @@
+"""The result of a run: ``best.cu``, ``best.json`` and ``report.md`` in the run directory.
+
+Everything is read back from the study, so exporting a resumed or finished run (or one
+another process measured) gives the same files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from evolve.errors import EvolveError
+from evolve.evaluate.metrics import bound, headline, peak_text
+from evolve.evaluate.objective import Objective
+from evolve.evaluate.plan import make_plan
+from evolve.hardware import Hardware
+from evolve.record.schema import ORIGIN, Attr, Op, counts_toward_budget, fastest_per_variant, winner
+from evolve.record.variants import VariantStore
+from evolve.results.lineage import write_lineage
+from evolve.results.usage import best_py
+from evolve.results.verify import Verification
+from evolve.task.task import Task, size_label
+
+
+@dataclass(frozen=True)
+class Summary:
+    best_ms: float
+    variant: str
+    tunables: dict[str, int]
+    baseline_ms: float | None
+    baseline: str
+    roofline_fraction: float
+    run_dir: Path
+    verified: str  # how the winner was re-measured before export, in words
+    headline: str = ""  # the figure that matters: GB/s or TFLOP/s against its ceiling (metrics.headline)
+
+    @property
+    def kernel(self) -> str:
+        return f"{self.variant} {_fmt(self.tunables)}".strip()
+
+    @property
+    def speedup(self) -> float | None:
+        return self.baseline_ms / self.best_ms if self.baseline_ms else None
+
+    def line(self) -> str:
+        speed = (
+            f" — {self.speedup:.2f}x over the best seed default ({self.baseline}: {self.baseline_ms:.4g} ms)"
+            if self.speedup else ""
+        )
+        return (f"best {self.best_ms:.4g} ms ({self.kernel}){speed}; "
+                f"{self.headline}. {self.verified} Results in {self.run_dir}/")
+
+
+def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware,
+           objective: Objective, run_dir: Path, stop_reason: str,
+           checks: list[Verification] | None = None,
+           sanitized: dict[str, Any] | None = None) -> Summary | None:
+    """Write the run's files; None when no candidate was correct (the report says why).
+
+    With ``checks`` (re-measurements in a fresh worker, best first), the winner is the first
+    candidate that passed; without, the fastest trial (the replay backend cannot re-measure)."""
+    trials = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(Attr.VARIANT) in variants]
+    done = [t for t in trials if counts_toward_budget(t)]
+    ok = [t for t in done if t.state == TrialState.COMPLETE]
+    failures = Counter(t.user_attrs.get(Attr.STATUS, "?") for t in done if t.state == TrialState.FAIL)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        report = _report(study, variants, task, hw, done, ok, failures, stop_reason)
+        files = write_lineage(study, variants, run_dir)
+        report += (f"\nLineage: [{files['table'].name}]({files['table'].name}) (table), "
+                   f"[{files['svg'].name}]({files['svg'].name}) (graph); "
+                   f"evolution curve: [{files['curve'].name}]({files['curve'].name}).\n")
+        passed = next((c for c in checks or [] if c.passed), None)
+        report += _verification_report(checks)
+        report += _sanitizer_report(sanitized)
+        (run_dir / "report.md").write_text(report)
+        best = winner(ok, checks)
+        if best is None:
+            for stale in ("best.cu", "best.json", "best.py"):  # from an earlier export of this run
+                (run_dir / stale).unlink(missing_ok=True)
+            return None
+        baseline = _baseline(ok)
+        variant = variants.get(best.user_attrs[Attr.VARIANT])
+        tunables = {k: int(v) for k, v in best.params.items()}
+        attrs = best.user_attrs
+        best_ms = best.value if passed is None else passed.time_ms
+        figures = _retimed(attrs, best.value / best_ms)  # the exported time's, not the search's
+        summary = Summary(
+            best_ms=best_ms, variant=variant.name, tunables=tunables,
+            baseline_ms=baseline.value if baseline else None,
+            baseline=baseline.user_attrs.get(Attr.VARIANT_NAME, "?") if baseline else "",
+            roofline_fraction=figures.get(Attr.ROOFLINE_FRACTION, 0.0),
+            run_dir=run_dir,
+            verified=_verified(passed, best.value),
+            headline=headline(task, hw, figures),
+        )
+        launches = _launches(variant, task, hw, tunables)
+        source = variant.with_defines(tunables, task.defines)  # compiles on its own
+        (run_dir / "best.cu").write_text(_best_cu(study, task, hw, summary, launches, source))
+        (run_dir / "best.py").write_text(best_py(task, study.study_name, hw.device or hw.name))
+        (run_dir / "best.json").write_text(json.dumps({
+            "run": study.study_name,
+            "task": task.name,
+            "hardware": hw.name,
+            "device": hw.device,
+            "objective": {"name": objective.name, "reduce": objective.reduce, "unit": "ms"},
+            "variant": {"id": variant.id, "name": variant.name, **variants.meta[variant.id].to_dict()},
+            "tunables": tunables,
+            "task_config": dict(task.config),  # what best.py launches by
+            "launch": {"spec": variant.spec.raw, "at": launches},
+            "measurement": {k: v for k, v in attrs.items() if k not in ORIGIN},
+            "time_ms": best_ms,
+            "search_ms": best.value,
+            "baseline": {
+                "variant": summary.baseline, "time_ms": summary.baseline_ms,
+                "tunables": dict(baseline.params) if baseline else None,
+            },
+            "speedup": summary.speedup,
+            "ceiling": {**hw.measured_ceilings(), "bandwidth_ceiling_bps": hw.bandwidth_ceiling,
+                        "peak_fp32_flops": hw.peak_fp32_flops, "compute_peak": task.peak,
+                        "compute_peak_flops": 0.0 if task.peak == "memory" else hw.peak(task.peak),
+                        "bound": bound(task, hw)},
+            "trials": {"finished": len(done), "complete": len(ok), "failed": dict(failures)},
+            "stop_reason": stop_reason,
+            "verification": [c.to_dict() for c in checks] if checks else None,
+            "sanitizer": sanitized,
+            "exported": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }, indent=2, default=str) + "\n")
+    except OSError as exc:
+        raise EvolveError(
+            f"cannot write the results to {run_dir} ({exc.strerror or exc}); the study is intact, "
+            f"export again later by resuming with run.name={study.study_name} search.n_trials=0"
+        ) from None
+    return summary
+
+
+def _retimed(attrs: dict[str, Any], factor: float) -> dict[str, Any]:
+    """A trial's roofline figures for a time ``1 / factor`` of the search's."""
+    rates = (Attr.GBPS, Attr.TFLOPS, Attr.BANDWIDTH_FRACTION, "compute_fraction", Attr.ROOFLINE_FRACTION)
+    return {k: v * factor if k in rates and isinstance(v, int | float) else v for k, v in attrs.items()}
+
+
+def _verified(passed: Verification | None, search_ms: float) -> str:
+    """How the exported time was measured, in words: the re-measurement in a fresh worker is
+    the one exported; a search time it does not reproduce is named, not exported."""
+    if passed is None:
+        return "Not re-measured (replay backend): the search's time."
+    assert passed.time_ms is not None
+    if passed.reproduced:
+        return (f"Re-measured in a fresh worker on held-out sizes (the search measured {search_ms:.4g} ms, "
+                "within the IQRs).")
+    return (f"Re-measured in a fresh worker on held-out sizes; the search measured {search_ms:.4g} ms, "
+            f"{100 * (search_ms / passed.time_ms - 1):+.1f}%, more than the IQRs: NOT REPRODUCED, the "
+            "re-measured time is reported.")
+
+
+def _sanitizer_report(sanitized: dict[str, Any] | None) -> str:
+    if sanitized is None:
+        return ""
+    lines = ["", "## compute-sanitizer on the winner", ""]
+    for tool, r in sanitized.items():
+        lines.append(f"- {tool}: {r}" if isinstance(r, str) else f"- {tool}: {r.get('errors')} errors")
+    return "\n".join(lines) + "\n"
+
+
+def _verification_report(checks: list[Verification] | None) -> str:
+    if not checks:
+        return "\nThe winner was not re-measured (replay backend).\n"
+    out = ["", "## Re-verification of the winner", "",
+           f"In a fresh worker with fresh seeds, at held-out sizes {', '.join(checks[0].sizes)}:", "",
+           "| trial | status | search ms | again ms | reproduced | reason |", "|---:|---|---:|---:|---|---|"]
+    for c in checks:
+        again = f"{c.time_ms:.4g}" if c.time_ms is not None else "-"
+        reason = c.reason.replace("|", "\\|")[:150]
+        out.append(f"| {c.trial} | {c.status} | {c.recorded_ms:.4g} | {again} | "
+                   f"{'yes' if c.reproduced else 'no'} | {reason} |")
+    if not any(c.passed for c in checks):
+        out += ["", "No candidate passed re-verification: nothing is exported as the best kernel."]
+    return "\n".join(out) + "\n"
+
+
+def _baseline(ok: list[FrozenTrial]) -> FrozenTrial | None:
+    """The best seed default: the fastest seed trial."""
+    return winner([t for t in ok if t.user_attrs.get(Attr.OPERATOR) == Op.SEED])
+
+
+def _launches(variant: Any, task: Task, hw: Hardware, tunables: dict[str, int]) -> dict[str, Any]:
+    out = {}
+    for sizes in task.timing_sizes:
+        plan = make_plan(variant.spec, task, sizes, tunables, hw)
+        out[size_label(sizes)] = [
+            {"kernel": c.kernel, "grid": c.grid, "block": c.block, "shared_bytes": c.shared,
+             "args": [int(v) if kind == "int32" else v for kind, v in c.args],
+             **({"cluster": c.cluster} if c.cluster else {})}
+            for c in plan.calls
+        ]
+    return out
+
+
+def _best_cu(study: optuna.Study, task: Task, hw: Hardware, s: Summary,
+             launches: dict[str, Any], source: str) -> str:
+    lines = [
+        f"// cuda-evolve: best kernel of run {study.study_name}, task {task.name}, "
+        f"on {hw.device or hw.name}.",
+        f"// {s.best_ms:.4g} ms: {s.headline}.",
+        "// Tunables and the task's defines are baked in as #defines below: it compiles on its own.",
+        "// best.py beside it launches it on CuPy arrays or PyTorch tensors.",
+    ]
+    for label, calls in launches.items():
+        lines.append(f"// Launch at {label}:")
+        for c in calls:
+            lines.append(
+                f"//   {c['kernel']}<<<{tuple(c['grid'])}, {tuple(c['block'])}, {c['shared_bytes']}>>>"
+                f"({', '.join(map(str, c['args']))})"
+                + (f" in clusters of {tuple(c['cluster'])}" if c.get("cluster") else "")
+            )
+    return "\n".join([*lines, source]) + ("\n" if not source.endswith("\n") else "")
+
+
+def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware,
+            done: list[FrozenTrial], ok: list[FrozenTrial], failures: Counter[str],
+            stop_reason: str) -> str:
+    timing = size_label(task.timing_sizes[0])
+    out = [
+        f"# Run `{study.study_name}` — task `{task.name}` on {hw.device or hw.name}",
+        "",
+        f"{task.description}",
+        "",
+        f"- Timing size: {timing}; objective in milliseconds (median over samples, L2 flushed).",
+        f"- Bandwidth ceiling {hw.bandwidth_ceiling / 1e9:.0f} GB/s: the faster of a measured "
+        f"device-to-device copy ({(hw.copy_bandwidth_bps or 0) / 1e9:.0f} GB/s) and read-only stream "
+        f"({(hw.read_bandwidth_bps or 0) / 1e9:.0f} GB/s); "
+        f"{peak_text(task, hw)}; {bound(task, hw)}-bound at the timing size.",
+        f"- Trials: {len(done)} finished, {len(ok)} correct, "
+        f"{sum(failures.values())} failed; stopped by: {stop_reason}.",
+        "",
+    ]
+    if failures:
+        out += ["Failures by kind: " + ", ".join(f"{k} {n}" for k, n in failures.most_common()), ""]
+    out += ["## Variants", "",
+            "| variant | operator | trials | failed | default ms | best ms | speedup | best tunables |",
+            "|---|---|---:|---:|---:|---:|---:|---|"]
+    bests = fastest_per_variant(done)
+    for v in variants:
+        mine = [t for t in done if t.user_attrs.get(Attr.VARIANT) == v.id]
+        good = [t for t in mine if t.state == TrialState.COMPLETE]
+        default = next((t.value for t in good if t.params == v.spec.default), None)
+        best = bests.get(v.id)
+        out.append(
+            f"| {v.name} | {variants.meta[v.id].operator} | {len(mine)} | {len(mine) - len(good)} | "
+            f"{_ms(default)} | {_ms(best.value if best else None)} | "
+            f"{f'{default / best.value:.2f}x' if best and default else '-'} | "
+            f"{_fmt(best.params) if best else '-'} |"
+        )
+    compute = bound(task, hw) == "compute"  # lead with the figure that matters
+    rate = (("TFLOP/s", "% of peak", "tflops", "compute_fraction") if compute else
+            ("GB/s", "% of bandwidth", "gbps", "bandwidth_fraction"))
+    out += ["", "## Fastest trials", "",
+            f"| trial | variant | ms | IQR ms | {rate[0]} | {rate[1]} | registers | occupancy | tunables |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+    for t in sorted(ok, key=lambda t: t.value)[:10]:
+        a = t.user_attrs
+        out.append(
+            f"| {t.number} | {a.get(Attr.VARIANT_NAME)} | {t.value:.4g} | {a.get(Attr.IQR_MS, 0):.2g} | "
+            f"{a.get(rate[2], 0):.{1 if compute else 0}f} | {100 * a.get(rate[3], 0):.1f} | "
+            f"{a.get(Attr.REGISTERS, '-')} | {a.get(Attr.OCCUPANCY, '-')} | {_fmt(t.params)} |"
+        )
+    bad = [t for t in done if t.state == TrialState.FAIL][:10]
+    if bad:
+        out += ["", "## Failed trials (first 10)", "",
+                "| trial | variant | status | reason |", "|---:|---|---|---|"]
+        for t in bad:
+            reason = str(t.user_attrs.get(Attr.REASON, "")).replace("|", "\\|").replace("\n", " ")[:200]
+            a = t.user_attrs
+            out.append(f"| {t.number} | {a.get(Attr.VARIANT_NAME)} | {a.get(Attr.STATUS)} | {reason} |")
+    return "\n".join(out) + "\n"
+
+
+def _ms(v: float | None) -> str:
+    return f"{v:.4g}" if v is not None else "-"
+
+
+def _fmt(tunables: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in tunables.items())

@@ -1,0 +1,206 @@
+"""Where tasks come from: the built-in ones, a task file named by its path, Hydra's search path.
+
+``evolve task=path/to/op.yaml`` names a task file anywhere. Before Hydra composes the
+configuration, each such path becomes an option of the ``task`` group (``file:/abs/path.yaml``,
+held in Hydra's ConfigStore, which its launchers carry to their jobs) whose configuration records
+the file's folder as ``dir``: seeds and a ``module:function`` reference are found there, by the
+search process and by every process that rebuilds the task from its configuration. A folder given
+with ``--config-dir DIR`` (tasks in ``DIR/task/NAME.yaml``) works as Hydra documents it; the
+folder is found from Hydra's search path. ``evolve tasks`` lists what there is.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evolve.errors import EvolveError
+from evolve.paths import CONF_DIR
+
+FILE_PREFIX = "file:"
+SUFFIXES = (".yaml", ".yml")
+BUILTIN_DIR = CONF_DIR / "task"
+
+
+def register_task_files(argv: Sequence[str]) -> list[str]:
+    """The command line with every ``task=`` value that is a YAML path (a multirun's
+    comma-separated list too) made a registered ``file:/abs/path.yaml`` option. A name that is
+    neither a built-in task nor a file is refused with the tasks there are (unless a config
+    folder of the user's may hold it)."""
+    searched = any(a.startswith(("--config-dir", "-cd", "hydra.searchpath", "--config-path", "-cp"))
+                   for a in argv)
+    out = []
+    for arg in argv:
+        if arg.startswith("task="):
+            values = arg[len("task="):].split(",")
+            for v in values if not searched and "(" not in arg else ():  # not a sweep function
+                if not (_is_file(v) or (BUILTIN_DIR / f"{v}.yaml").is_file()):
+                    raise EvolveError(f"unknown task {v!r}: {_known()}")
+            if any(_is_file(v) for v in values):
+                arg = "task=" + ",".join(_register(v) if _is_file(v) else v for v in values)
+        out.append(arg)
+    return out
+
+
+def _known(most: int = 8) -> str:
+    """The tasks there are, for an error line (task files found here by their look alone)."""
+    cwd = Path.cwd()
+    files = [p for p in sorted([*cwd.glob("*.y*ml"), *cwd.glob("*/*.y*ml")])[:1000]
+             if p.suffix in SUFFIXES and _looks_like_a_task(p)]
+    shown = ", ".join(_relative(p) for p in files[:most]) + (", ..." if len(files) > most else "")
+    here = f"; task files here: {shown}" if files else ""
+    builtin = ", ".join(sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml")))
+    return f"built-in tasks: {builtin}{here} (a task file is named by its path: task=path/to/op.yaml)"
+
+
+def _is_file(value: str) -> bool:
+    value = value.replace("\\:", ":")  # Hydra escapes ':' in the overrides it hands to jobs
+    return (value.startswith(FILE_PREFIX) or value.endswith(SUFFIXES)
+            or ("/" in value and Path(value).exists()))
+
+
+def _register(value: str) -> str:
+    from hydra.core.config_store import ConfigStore
+
+    value = value.replace("\\:", ":")
+    path = Path(value.removeprefix(FILE_PREFIX)).expanduser()
+    if not path.is_file():
+        raise EvolveError(f"task file {value.removeprefix(FILE_PREFIX)} not found"
+                          + (" (it is a folder: name the YAML file in it)" if path.is_dir() else ""))
+    path = path.resolve()
+    key = f"{FILE_PREFIX}{path}"
+    group, name = key.rsplit("/", 1)
+    ConfigStore.instance().store(group=f"task/{group}", name=name, node=read_task_file(path))
+    return key
+
+
+def read_task_file(path: Path) -> dict[str, Any]:
+    """A task file's configuration, with its folder as ``dir`` and its name defaulting to the
+    file's stem."""
+    try:
+        cfg = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise EvolveError(f"task file {path}: cannot be read ({str(exc).splitlines()[0]})") from None
+    if not isinstance(cfg, dict):
+        raise EvolveError(f"task file {path}: must be a YAML mapping (name, args, sizes, ...)")
+    return {"name": path.stem, **cfg, "dir": str(path.parent)}
+
+
+def with_task_dir(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The task's configuration with the folder of the file Hydra composed it from as ``dir``
+    (a task file registered here already has it; a built-in or ``--config-dir`` task gets it
+    from the search path)."""
+    out = dict(cfg)
+    if out.get("dir"):
+        return out
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        hc = HydraConfig.get()
+    except ValueError:  # not inside a Hydra app
+        return out
+    choice = hc.runtime.choices.get("task")
+    for source in hc.runtime.config_sources:
+        path = Path(source.path) / "task" / f"{choice}.yaml"
+        if source.schema == "file" and path.is_file():
+            out["dir"] = str(path.parent)
+            break
+    return out
+
+
+def command_line_name(cfg: Mapping[str, Any]) -> str:
+    """How to name this task again on the command line (``task=...``)."""
+    d = cfg.get("dir")
+    if d and Path(str(d)).resolve() != BUILTIN_DIR.resolve():
+        for suffix in SUFFIXES:
+            path = Path(str(d)) / f"{cfg.get('name')}{suffix}"
+            if path.is_file():
+                return str(path)
+    return str(cfg.get("name"))
+
+
+@dataclass(frozen=True)
+class Found:
+    name: str
+    path: Path
+    builtin: bool
+    seeds: int
+    problem: str | None
+
+
+def discover(folders: Sequence[Path]) -> list[Found]:
+    """The built-in tasks, then every task file in ``folders`` and their subfolders (one level
+    down: ``op/op.yaml`` and the ``--config-dir`` layout ``task/op.yaml``)."""
+    found = [_examine(p, builtin=True) for p in sorted(BUILTIN_DIR.glob("*.yaml"))]
+    seen: set[Path] = set()
+    for folder in folders:
+        for path in sorted([*folder.glob("*.y*ml"), *folder.glob("*/*.y*ml")]):
+            path = path.resolve()
+            if path.suffix in SUFFIXES and path not in seen and path.parent != BUILTIN_DIR.resolve() \
+                    and _looks_like_a_task(path):
+                seen.add(path)
+                found.append(_examine(path, builtin=False))
+    return found
+
+
+def _looks_like_a_task(path: Path) -> bool:
+    try:
+        cfg = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return False
+    return isinstance(cfg, dict) and "args" in cfg and "sizes" in cfg
+
+
+def _examine(path: Path, builtin: bool) -> Found:
+    from evolve.task.task import load_task
+
+    name, seeds, problem = path.stem, 0, None
+    try:
+        cfg = read_task_file(path)
+        name = str(cfg["name"])
+        seeds = len(load_task(cfg).seed_paths)
+    except EvolveError as exc:
+        problem = str(exc).splitlines()[0]
+    return Found(name, path, builtin, seeds, problem)
+
+
+def list_tasks(args: Sequence[str]) -> int:
+    """``evolve tasks [FOLDER ...]``: print the tasks there are; 0 when every one loads."""
+    if any(a.startswith("-") for a in args):
+        print("usage: evolve tasks [FOLDER ...]   (built-in tasks, and task files in the folders "
+              "given, default: the working directory, and their subfolders)")
+        return 0
+    folders = [Path(a).expanduser() for a in args] or [Path.cwd()]
+    for f in folders:
+        if not f.is_dir():
+            print(f"evolve: {f} is not a folder", file=sys.stderr)
+            return 2
+    found = discover(folders)
+    width = max(len(f.name) for f in found)
+    print("built-in tasks (evolve task=NAME):")
+    for f in (f for f in found if f.builtin):
+        print(f"  {f.name:<{width}}  {_state(f)}")
+    files = [f for f in found if not f.builtin]
+    where = ", ".join(str(f) for f in folders)
+    print(f"task files in {where} (evolve task=PATH):" if files else f"no task files in {where}")
+    for f in files:
+        print(f"  {f.name:<{width}}  {_relative(f.path)}  {_state(f)}")
+    return 1 if any(f.problem for f in found) else 0
+
+
+def _state(f: Found) -> str:
+    if f.problem:
+        return f"PROBLEM: {f.problem}"
+    return f"{f.seeds} seed{'s' if f.seeds != 1 else ''}" if f.seeds else "no seeds (an LLM writes the first)"
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

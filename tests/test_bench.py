@@ -20,7 +20,7 @@ from evolve.bench.app import _mix
 from evolve.bench.speed import run_search
 from evolve.bench.throughput import throughput
 from evolve.bench.timer import round_orders
-from evolve.paths import ROOT
+from evolve.paths import KERNELS_DIR, ROOT
 from evolve.task.task import builtin_task
 
 REPLAY = ["backend=replay", "hardware=h200"]
@@ -50,7 +50,7 @@ def test_an_evolved_run_is_timed_beside_its_seeds_tuned_alone(tmp_path: Path) ->
     from evolve.kernel.spec import Variant
 
     found = run_search("transpose", tmp_path / "evolve", 8, "random",
-                       [*REPLAY, f"task.seeds=[{ROOT / 'kernels/transpose/naive.cu'}]"], name="ev")
+                       [*REPLAY, f"task.seeds=[{KERNELS_DIR / 'transpose/naive.cu'}]"], name="ev")
     run_dir = tmp_path / "evolve/runs/ev"
     task = builtin_task("transpose")
     rows = evolved(task, run_dir, tmp_path / "bench", 6, "random", REPLAY)

@@ -36,7 +36,7 @@ def llm_args(server: OpenAIServer, *extra: str) -> list[str]:
 
 def softmax_naive_only(run: str, n: int, *extra: str) -> list[str]:
     return ["task=softmax", f"run.name={run}", f"search.n_trials={n}", "search.seed=7",
-            f"task.seeds=[{ROOT / 'kernels/softmax/naive.cu'}]", *extra]
+            f"task.seeds=[{KERNELS_DIR / 'softmax/naive.cu'}]", *extra]
 
 
 def by_operator(name: str) -> dict[str, list[optuna.trial.FrozenTrial]]:
@@ -160,7 +160,7 @@ def test_the_recording_replays_identically_without_a_network(in_tmp: Path, llm_e
         return Reply(kernel_answer(TRANSPOSE_TILED if counter["n"] % 3 else "no kernel today"))
 
     args = ["task=transpose", "search.n_trials=24", "search.seed=11",
-            f"task.seeds=[{ROOT / 'kernels/transpose/naive.cu'}]", "evolution.tune_per_child=3"]
+            f"task.seeds=[{KERNELS_DIR / 'transpose/naive.cu'}]", "evolution.tune_per_child=3"]
     with OpenAIServer(script) as server:
         evolve(*args, "run.name=orig", *llm_args(server, "llm.max_calls=6", "llm.max_retries=0"))
     os.environ.pop("OPENAI_API_KEY")

@@ -18,7 +18,7 @@ from evolve.evaluate import profile
 from evolve.evaluate.cupy_backend import CupyBackend
 from evolve.evolution.llm.log import read
 from evolve.kernel.spec import Variant
-from evolve.paths import CONF_DIR, KERNELS_DIR, ROOT
+from evolve.paths import CONF_DIR, KERNELS_DIR
 from evolve.search import profiler
 
 pytestmark = pytest.mark.gpu
@@ -51,7 +51,7 @@ def test_with_profile_on_the_prompt_carries_the_parents_profile(in_tmp: Path, ll
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose("config", overrides=[
                 "task=softmax", "run.name=gp", "search.n_trials=8", "search.seed=7", "search.progress=false",
-                f"task.seeds=[{ROOT / 'kernels/softmax/naive.cu'}]", "evolution.profile=true",
+                f"task.seeds=[{KERNELS_DIR / 'softmax/naive.cu'}]", "evolution.profile=true",
                 "search.verify=false", *llm_args(server, "llm.max_calls=1")])
         run(cfg)
     call = next(x for x in read(in_tmp / "runs/gp/llm.jsonl") if x["kind"] == "call")

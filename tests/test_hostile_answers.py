@@ -11,7 +11,7 @@ from openai_server import OpenAIServer, Reply, kernel_answer
 from test_search import evolve, finished
 
 from evolve.evolution.llm.log import read
-from evolve.paths import ROOT
+from evolve.paths import KERNELS_DIR, ROOT
 
 HOSTILE = {name: (ROOT / "tests/adversarial" / name).read_text()
            for name in ("spec_deep_nesting.cu", "spec_huge_int.cu", "enumeration_bomb.cu")}
@@ -25,7 +25,7 @@ def test_hostile_specs_in_answers_are_refused_and_the_run_finishes(
     answers = [Reply(kernel_answer(source)) for source in HOSTILE.values() for _ in range(2)]  # + retry
     with OpenAIServer(answers + [Reply(status=503)] * 50) as server:
         evolve("task=vector_add", "run.name=hostile", "search.n_trials=6", "search.seed=1",
-               f"task.seeds=[{ROOT / 'kernels/vector_add/naive.cu'}]", "llm=openai",
+               f"task.seeds=[{KERNELS_DIR / 'vector_add/naive.cu'}]", "llm=openai",
                f"llm.base_url={server.base_url}", "llm.model=gpt-5-mini", "llm.max_calls=6",
                "llm.concurrency=1", "llm.max_retries=0", "llm.timeout_s=2")
     proposals = [x for x in read(in_tmp / "runs/hostile/llm.jsonl") if x["kind"] == "proposal"]

@@ -28,7 +28,7 @@ ENV = {**{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "E
 
 def common(url: str, n: int) -> list[str]:
     return ["task=transpose", "run.name=multi", f"search.n_trials={n}", "hardware=h200", "storage=postgres",
-            f"storage.url='{url}'", f"task.seeds=[{ROOT / 'kernels/transpose/naive.cu'}]",
+            f"storage.url='{url}'", f"task.seeds=[{KERNELS_DIR / 'transpose/naive.cu'}]",
             "search.progress=false", "search.heartbeat_s=0.5", "search.stale_after_s=3"]
 
 

@@ -45,9 +45,9 @@ def test_the_installed_wheel_runs_the_main_job_from_an_empty_folder(installed: P
     where = subprocess.run([str(installed / "bin" / "python"), "-c", "import evolve; print(evolve.__file__)"],
                            capture_output=True, text=True, cwd=tmp_path, env=env, check=True).stdout
     assert str(installed) in where and str(ROOT) not in where, where  # the wheel's, not this checkout's
-    out = subprocess.run([str(installed / "bin" / "evolve"), "task=softmax", "backend=replay", "hardware=h200",
-                          "search.progress=false"], capture_output=True, text=True, cwd=tmp_path, env=env,
-                         timeout=600)
+    evolve = str(installed / "bin" / "evolve")
+    out = subprocess.run([evolve, "task=softmax", "backend=replay", "hardware=h200", "search.progress=false"],
+                         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     runs = list((tmp_path / "runs").glob("*/best.cu"))
     assert runs, list((tmp_path / "runs").rglob("*"))

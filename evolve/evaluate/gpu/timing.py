@@ -47,13 +47,51 @@ class TimingSettings:
         return cls(**{k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg})
 
 
+# Lines a candidate loaded under an evict_last policy (createpolicy + ld.L2::cache_hint,
+# prefetch.L2::evict_last) outlive a plain memset of twice the L2: a kernel could find its inputs
+# L2-resident in the next timed call. The harness drops every line of the candidate's buffers before
+# writing them anew (discard: no write-back, since they are rewritten), and its flush first touches
+# its own buffer under the same policy, so that pinned lines anywhere compete with it and go, then
+# drops that buffer's lines and memsets it: no eviction priority survives into the timed window.
+_FORGET = cp.RawKernel(r"""
+extern "C" __global__ void l2_forget(char* p, unsigned long long lines, int pin) {
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < lines;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        char* a = p + i * 128;
+        if (pin) {
+            unsigned v;  // asm volatile: the load stays though its value is unused
+            asm volatile("ld.global.L2::cache_hint.u32 %0, [%1], %2;"
+                         : "=r"(v) : "l"(a), "l"(policy) : "memory");
+        } else {
+            asm volatile("discard.global.L2 [%0], 128;" :: "l"(a) : "memory");
+        }
+    }
+}
+""", "l2_forget", options=("-std=c++17",))
+_FORGET_GRID, _FORGET_BLOCK = 1024, 256
+
+
+def forget(array: Any, pin: bool = False) -> None:
+    """Drop the L2 lines of a device array's whole allocation (``pin``: touch them under evict_last
+    instead). CuPy's pool hands out blocks in multiples of 512 bytes, so a 128-byte line past the
+    array's end is the array's own padding."""
+    lines = (array.nbytes + 127) // 128
+    if lines:
+        _FORGET((_FORGET_GRID,), (_FORGET_BLOCK,), (array, np.uint64(lines), np.int32(int(pin))))
+
+
 class L2Flush:
-    """A buffer twice the L2's size whose memset evicts whatever a candidate left in the L2."""
+    """A buffer twice the L2's size: touched under evict_last, its lines dropped, then memset, it
+    evicts whatever a candidate left in the L2, however the candidate marked it."""
 
     def __init__(self, l2_bytes: int):
         self.buffer = cp.empty(max(2 * l2_bytes, 1 << 26), dtype=cp.uint8)
 
     def __call__(self) -> None:
+        forget(self.buffer, pin=True)
+        forget(self.buffer)
         self.buffer.data.memset_async(0xA5, self.buffer.nbytes)
 
 
@@ -70,6 +108,8 @@ def time_at(loaded: Loaded, task: Task, plan: Plan, sizes: Mapping[str, int], s:
         nonlocal calls
         calls += 1
         input_seed = seed(label, calls)
+        for g in io.values():  # no line of the candidate's memory keeps a priority it gave it
+            forget(g.base)
         task.fill_inputs(cp, bufs, input_seed, sizes)
         fills = buffers.poison(task, plan, bufs, rng)
         flush()  # last: nothing touches the candidate's memory between the flush and the launch

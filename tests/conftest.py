@@ -52,11 +52,35 @@ def gpu_available() -> bool:
         return False
 
 
+# The GPU suite in two halves, each well inside the GPU machine's 10 minutes a command
+# (pytest -m gpu --gpu-half=1, then --gpu-half=2): the files of the first half.
+GPU_HALF_1 = {"test_adversarial.py", "test_gpu.py", "test_bench.py", "test_gpu_l2.py"}
+GPU_TEST_TIMEOUT_S = 300  # a hang is one test's failure, not the whole run's
+# timing settings for GPU tests that judge correctness, not speed (timed calls are still checked)
+QUICK_TIMING = {"warmup_ms": 1, "warmup_min": 1, "min_samples": 3, "max_samples": 5, "max_time_s": 0.2}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--gpu-half", type=int, choices=(1, 2), default=None,
+                     help="run one half of the GPU tests (with -m gpu): 1 or 2")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU with CuPy (run pytest -m gpu on the GPU machine)")
+    half = config.getoption("--gpu-half")
+    kept = []
     for item in items:
-        if "gpu" in item.keywords and not gpu_available():
-            item.add_marker(skip)
+        if "gpu" in item.keywords:
+            if half is not None and (item.path.name in GPU_HALF_1) != (half == 1):
+                continue
+            if not gpu_available():
+                item.add_marker(skip)
+            elif item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(GPU_TEST_TIMEOUT_S))
+        kept.append(item)
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        items[:] = kept
 
 
 @pytest.fixture

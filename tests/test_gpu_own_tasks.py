@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import QUICK_TIMING as QUICK
 
 from evolve import dtypes
 from evolve.evaluate.cupy_backend import CupyBackend
@@ -32,7 +33,7 @@ def own(name: str) -> Task:
 
 def evaluate(t: Task, source: str | None = None, tunables: dict[str, int] | None = None) -> Measurement:
     v = Variant.parse(source) if source else t.seeds()[0]
-    b = CupyBackend({"timeout_s": 300, "timing": {}, "compile_ahead": 0})
+    b = CupyBackend({"timeout_s": 300, "timing": QUICK, "compile_ahead": 0})
     try:
         b.start(t, None)
         return b.evaluate(v, tunables if tunables is not None else v.spec.default, t.timing_sizes[:1])

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from conftest import QUICK_TIMING as QUICK
 from tma_kernels import CLUSTER_IDS, TASK_FILE, TILE_COPY, TMA_OUTSIDE
 
 from evolve.evaluate.cupy_backend import CupyBackend
@@ -20,7 +21,6 @@ from evolve.task.files import read_task_file
 from evolve.task.task import Task, load_task
 
 pytestmark = pytest.mark.gpu
-QUICK = {"warmup_ms": 1, "warmup_min": 1, "min_samples": 3, "max_samples": 5, "max_time_s": 0.2}
 
 
 def _task(aligned_only: bool = False) -> Task:

@@ -1,6 +1,7 @@
 """One timing protocol for every implementation in a benchmark (ours and the peers'): a
-warm-up, an L2 flush before every sample (outside the timed window), CUDA events around each
-call, batches until the IQR is small or a limit is hit, and several rounds interleaved across
+warm-up, the harness's L2 flush before every sample (outside the timed window), CUDA events
+around each call, batches until the harness's stopping rule says enough (``evolve.evaluate.gpu.
+timing``: the flush and the rule have one home), and several rounds interleaved across
 the implementations so that clock or thermal drift hits them all alike. Every other round runs
 them in reverse order: on a GPU held at its power cap, what ran just before a kernel changes its
 clock, and a fixed order would hand one implementation the same hot predecessor every round."""
@@ -28,9 +29,9 @@ class TimerSettings:
 def time_side_by_side(fns: Mapping[str, Callable[[], Any]], l2_bytes: int,
                       s: TimerSettings = TimerSettings()) -> dict[str, TimingStats]:
     """Median and IQR of each callable, all timed on the current stream the same way."""
-    import cupy as cp
+    from evolve.evaluate.gpu.timing import L2Flush
 
-    flush = cp.empty(max(2 * l2_bytes, 1 << 26), dtype=cp.uint8)
+    flush = L2Flush(l2_bytes)
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for order in round_orders(list(fns), s.rounds):
         for name in order:
@@ -47,6 +48,8 @@ def round_orders(names: list[str], rounds: int) -> list[list[str]]:
 def _round(fn: Callable[[], Any], flush: Any, s: TimerSettings) -> list[float]:
     import cupy as cp
 
+    from evolve.evaluate.gpu.timing import enough
+
     start, end = cp.cuda.Event(), cp.cuda.Event()
     start.record()
     fn()
@@ -61,7 +64,7 @@ def _round(fn: Callable[[], Any], flush: Any, s: TimerSettings) -> list[float]:
     while True:
         events = []
         for _ in range(s.min_samples):
-            flush.data.memset_async(0xA5, flush.nbytes)
+            flush()
             ev = cp.cuda.Event(), cp.cuda.Event()
             ev[0].record()
             fn()
@@ -69,7 +72,5 @@ def _round(fn: Callable[[], Any], flush: Any, s: TimerSettings) -> list[float]:
             events.append(ev)
         cp.cuda.Device().synchronize()
         out += [cp.cuda.get_elapsed_time(a, b) / 1e3 for a, b in events]
-        stats = TimingStats.of(out)
-        if (stats.rel_iqr <= s.target_rel_iqr or len(out) >= s.max_samples
-                or time.perf_counter() - t0 > s.max_time_s):
+        if enough(TimingStats.of(out), time.perf_counter() - t0, s):
             return out

@@ -95,6 +95,13 @@ class L2Flush:
         self.buffer.data.memset_async(0xA5, self.buffer.nbytes)
 
 
+def enough(stats: TimingStats, elapsed_s: float, s: Any) -> bool:
+    """The one stopping rule of every timing (the harness's and the benchmark's): at least
+    ``min_samples``, then until the spread is small, ``max_time_s`` has passed or ``max_samples``."""
+    return stats.n >= s.max_samples or (stats.n >= s.min_samples and (
+        stats.rel_iqr <= s.target_rel_iqr or elapsed_s > s.max_time_s))
+
+
 def time_at(loaded: Loaded, task: Task, plan: Plan, sizes: Mapping[str, int], s: TimingSettings,
             flush: L2Flush, seed: Callable[..., int]) -> TimingStats:
     """The candidate's time at one size (CUDA events, median of checked calls)."""
@@ -137,6 +144,5 @@ def time_at(loaded: Loaded, task: Task, plan: Plan, sizes: Mapping[str, int], s:
         verify(task, sizes, bufs, io, fills, input_seed, f"in a timed call at {label}")
         samples.append(elapsed(events))
         stats = TimingStats.of(samples)
-        if len(samples) >= s.max_samples or (len(samples) >= s.min_samples and (
-                stats.rel_iqr <= s.target_rel_iqr or time.perf_counter() - t_begin > s.max_time_s)):
+        if enough(stats, time.perf_counter() - t_begin, s):
             return stats

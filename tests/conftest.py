@@ -2,62 +2,23 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import optuna
 import pytest
-import yaml
-from optuna.artifacts import FileSystemArtifactStore
 
-from evolve.paths import CONF_DIR
-from evolve.record.variants import VariantStore
-from evolve.task.task import Task, builtin_task
-
-TASKS = sorted(p.stem for p in (CONF_DIR / "task").glob("*.yaml"))
-
-
-def task_config(name: str) -> dict[str, Any]:
-    return yaml.safe_load((CONF_DIR / "task" / f"{name}.yaml").read_text())
-
-
-def task(name: str) -> Task:
-    return builtin_task(name)
-
-
-def hardware_config(name: str) -> dict[str, Any]:
-    return yaml.safe_load((CONF_DIR / "hardware" / f"{name}.yaml").read_text())
-
-
-def variant_store(folder: Path, name: str = "t") -> VariantStore:
-    """A run's study in a real SQLite file, with its variant store (artifacts in the folder)."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(study_name=name, storage=f"sqlite:///{folder}/t.db", load_if_exists=True)
-    return VariantStore(study, FileSystemArtifactStore(str(folder)))
-
-
-@functools.cache
-def gpu_available() -> bool:
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
-
+from tests.helpers.llm import KEY
+from tests.helpers.tasks import gpu_available
 
 # The GPU suite in two halves, each well inside the GPU machine's 10 minutes a command
 # (pytest -m gpu --gpu-half=1, then --gpu-half=2): the files of the first half.
 GPU_HALF_1 = {"test_adversarial.py", "test_gpu.py", "test_bench.py", "test_gpu_l2.py"}
 GPU_TEST_TIMEOUT_S = 300  # a hang is one test's failure, not the whole run's
 # timing settings for GPU tests that judge correctness, not speed (timed calls are still checked)
-QUICK_TIMING = {"warmup_ms": 1, "warmup_min": 1, "min_samples": 3, "max_samples": 5, "max_time_s": 0.2}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -123,3 +84,8 @@ def postgres_url() -> Iterator[str]:
         subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
                        capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import hardware_config, task
 
 from evolve.errors import SpecError
 from evolve.evaluate.plan import make_plan, param_mismatch
@@ -25,6 +24,7 @@ from evolve.hardware import named
 from evolve.kernel.compiler import CompileError, SourceRejected, check_source, compile_cuda
 from evolve.kernel.cubin import inspect
 from evolve.kernel.spec import Variant
+from tests.helpers.tasks import hardware_config, task
 
 HERE = Path(__file__).parent / "adversarial"
 CASES: list[dict[str, Any]] = yaml.safe_load((HERE / "cases.yaml").read_text()) if HERE.is_dir() else []

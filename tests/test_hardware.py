@@ -1,14 +1,8 @@
 import pytest
-from conftest import hardware_config
 
 from evolve.errors import EvolveError
 from evolve.hardware import Hardware, catalog, check_device, from_device, named
-
-H200_PROPS = {
-    "name": "NVIDIA H200", "major": 9, "minor": 0, "sms": 132, "max_threads_per_block": 1024,
-    "max_threads_per_sm": 2048, "max_shared_per_block": 232448, "shared_per_sm": 233472,
-    "registers_per_sm": 65536, "l2_bytes": 62914560, "driver": 13000, "pci_bus": 1,
-}
+from tests.helpers.tasks import H200_PROPS, hardware_config
 
 
 @pytest.mark.parametrize("name", ["h100", "h200", "a100", "l4"])

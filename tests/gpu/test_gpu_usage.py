@@ -1,0 +1,134 @@
+"""best.py on the GPU (pytest -m gpu): the winner launched on CuPy arrays and PyTorch tensors at
+sizes the search never saw, on PyTorch's current stream, bfloat16 and inout arguments, clear
+errors, the torch.library op inside torch.compile, and a PyTorch module's function replaced."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evolve.task.correctness import compare
+from evolve.task.files import read_task_file
+from evolve.task.task import Task, load_task
+from tests.helpers.runs import import_file, write_best
+from tests.helpers.tasks import OWN, task
+
+
+def own(name: str) -> Task:
+    return load_task(read_task_file(OWN / name / f"{name}.yaml"))
+
+
+def test_cupy_arrays_at_sizes_the_search_never_saw(tmp_path: Path) -> None:
+    import cupy as cp
+
+    t = task("layernorm")
+    best = import_file(write_best(t, tmp_path / "ln"), "gpu_best_ln")
+    for rows, cols in [(1, 1), (100, 777), (33, 4096), (5, 20000)]:
+        x = cp.random.standard_normal((rows, cols), dtype=cp.float32) * 3 + 1
+        g = cp.random.standard_normal(cols, dtype=cp.float32)
+        b = cp.random.standard_normal(cols, dtype=cp.float32)
+        y = best.layernorm(x, g, b)
+        ref = t.expected(cp, {"x": x, "gamma": g, "beta": b}, {"rows": rows, "cols": cols})["y"]
+        assert compare(cp, "y", y, ref, t.tolerance) is None, (rows, cols)
+        into = cp.full_like(x, cp.nan)
+        assert best.layernorm(x, g, b, y=into) is into
+        assert compare(cp, "y", into, ref, t.tolerance) is None
+
+
+def test_torch_tensors_on_a_side_stream(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    t = task("layernorm")
+    best = import_file(write_best(t, tmp_path / "ln"), "gpu_best_ln_torch")
+    x = torch.randn(300, 1000, device="cuda") * 2 - 1
+    g, b = torch.randn(1000, device="cuda"), torch.randn(1000, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = best.layernorm(x, g, b)
+    side.synchronize()
+    want = torch.nn.functional.layer_norm(x.double(), (1000,), g.double(), b.double(), eps=1e-5)
+    torch.testing.assert_close(y.double(), want, atol=1e-4, rtol=1e-4)
+
+
+def test_bfloat16_tensors(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    t = own("bf16_rmsnorm")
+    best = import_file(write_best(t, tmp_path / "rms"), "gpu_best_rms")
+    x = torch.randn(64, 3000, device="cuda", dtype=torch.bfloat16)
+    w = (torch.rand(3000, device="cuda") + 0.5).to(torch.bfloat16)
+    y = best.bf16_rmsnorm(x, w)
+    assert y.dtype == torch.bfloat16 and y.shape == x.shape
+    xd = x.double()
+    want = (xd / torch.sqrt((xd * xd).mean(1, keepdim=True) + 1e-6) * w.double()).cpu().numpy()
+    bits = y.view(torch.int16).cpu().numpy().view(np.uint16)
+    assert compare(np, "y", bits, want, t.tolerance_for(t.outputs[0]), np.nan, "bfloat16") is None
+
+
+def test_an_inout_tensor_is_updated_in_place(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    best = import_file(write_best(own("histogram"), tmp_path / "h"), "gpu_best_hist")
+    values = torch.randint(0, 300, (1_000_003,), device="cuda", dtype=torch.int32)
+    counts = torch.randint(0, 50, (300,), device="cuda", dtype=torch.int32)
+    before = counts.clone()
+    assert best.histogram(values, counts) is counts
+    assert torch.equal(counts, before + torch.bincount(values, minlength=300).to(torch.int32))
+
+
+def test_integer_outputs_from_cupy(tmp_path: Path) -> None:
+    import cupy as cp
+
+    best = import_file(write_best(own("row_argmax"), tmp_path / "a"), "gpu_best_argmax")
+    x = cp.floor(cp.random.standard_normal((777, 123), dtype=cp.float32) * 2)  # ties
+    idx = best.row_argmax(x)
+    assert idx.dtype == cp.int32 and cp.array_equal(idx, cp.argmax(x, axis=1).astype(cp.int32))
+
+
+def test_what_cannot_be_launched_is_one_clear_error(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    best = import_file(write_best(task("layernorm"), tmp_path / "ln"), "gpu_best_ln_err")
+    x, g = torch.randn(4, 6, device="cuda"), torch.randn(6, device="cuda")
+    with pytest.raises(TypeError, match="x must be float32, got float64"):
+        best.layernorm(x.double(), g, g)
+    with pytest.raises(ValueError, match="gamma has cols = 5"):
+        best.layernorm(x, g[:5], g)
+    wide = torch.randn(4, 12, device="cuda")
+    with pytest.raises(ValueError, match="x must be contiguous"):
+        best.layernorm(wide[:, ::2], g, g)
+    with pytest.raises(ValueError, match="a tensor on cpu cannot be launched on"):
+        best.layernorm(x.cpu(), g.cpu(), g.cpu())
+
+
+def test_the_torch_op_runs_inside_torch_compile(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    best = import_file(write_best(task("layernorm"), tmp_path / "ln"), "gpu_best_ln_op")
+    op = best.register_torch_op("evolve_gpu_test")
+    x = torch.randn(64, 512, device="cuda")
+    g, b = torch.randn(512, device="cuda"), torch.randn(512, device="cuda")
+    y = op(x, g, b)
+    want = torch.nn.functional.layer_norm(x, (512,), g, b, eps=1e-5)
+    torch.testing.assert_close(y, want, atol=1e-4, rtol=1e-4)
+    compiled = torch.compile(lambda x: op(x * 2, g, b) + 1, fullgraph=True)
+    torch.testing.assert_close(compiled(x), op(x * 2, g, b) + 1)
+
+
+def test_a_module_function_replaced_by_the_tuned_kernel(tmp_path: Path) -> None:
+    """What the README shows: a model's layer norm replaced, the output checked."""
+    torch = pytest.importorskip("torch")
+    best = import_file(write_best(task("layernorm"), tmp_path / "ln"), "gpu_best_ln_model")
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(256, 256)
+            self.norm = torch.nn.LayerNorm(256)
+
+        def forward(self, x):
+            return self.norm(torch.relu(self.fc(x)))
+
+    model = Block().cuda()
+    x = torch.randn(64, 256, device="cuda")
+    want = model(x)
+    model.norm.forward = lambda h: best.layernorm(h.contiguous(), model.norm.weight, model.norm.bias)
+    torch.testing.assert_close(model(x), want, atol=1e-4, rtol=1e-4)

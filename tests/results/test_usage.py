@@ -1,0 +1,95 @@
+"""Using the result: best.cu compiles on its own, best.py beside it is a module with the task's
+signature that binds sizes from shapes and refuses what it cannot launch, and registers a
+torch.library op whose fake implementation gives the output shapes (GPU launches:
+tests/test_gpu_usage.py)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evolve.kernel.compiler import compile_cuda
+from evolve.results.usage import Kernel, bind
+from evolve.task.files import read_task_file
+from evolve.task.task import load_task
+from tests.helpers.runs import cli, import_file, write_best
+from tests.helpers.tasks import OWN, task
+
+
+def test_an_exported_run_leaves_a_best_cu_that_compiles_alone_and_a_best_py(in_tmp: Path) -> None:
+    out = cli("task=layernorm", "backend=replay", "hardware=h200", "search.n_trials=3", "llm=none",
+              "run.name=ln")
+    assert out.returncode == 0, out.stderr
+    run = in_tmp / "runs" / "ln"
+    source = (run / "best.cu").read_text()
+    assert "#define EPS 1.0e-5f" in source  # the task's define: 'identifier "EPS" is undefined' before
+    compile_cuda(source, {}, "sm_90", cache=False)  # no -D flags at all
+    best = import_file(run / "best.py", "best_ln")
+    assert list(inspect.signature(best.layernorm).parameters) == ["x", "gamma", "beta", "y"]
+    assert "x: input float32[rows, cols]" in best.layernorm.__doc__
+    info = json.loads((run / "best.json").read_text())
+    assert best.kernel.tunables == info["tunables"] and info["task_config"]["name"] == "layernorm"
+
+
+def test_best_py_refuses_host_arrays_in_one_clear_line(tmp_path: Path) -> None:
+    best = import_file(write_best(task("layernorm"), tmp_path / "ln"), "best_ln_host")
+    x, g = np.zeros((3, 5), np.float32), np.zeros(5, np.float32)
+    with pytest.raises(TypeError, match="ndarray is not on the GPU: pass a CuPy array or a CUDA tensor"):
+        best.layernorm(x, g, g)
+    with pytest.raises(TypeError, match="layernorm\\(\\) needs beta"):
+        best.kernel(x, g)
+    with pytest.raises(TypeError, match="must be a CuPy array or a CUDA tensor, got list"):
+        best.kernel(x, g, [1, 2])
+
+
+def test_sizes_are_bound_from_the_shapes() -> None:
+    t = task("layernorm")
+    assert bind(t, {"x": (3, 5), "gamma": (5,), "beta": (5,)}) == {"rows": 3, "cols": 5}
+    with pytest.raises(ValueError, match=r"gamma has cols = 6 but another argument .* says cols = 5"):
+        bind(t, {"x": (3, 5), "gamma": (6,)})
+    with pytest.raises(ValueError, match=r"x must have 2 dimensions \[rows, cols\], got shape \(15,\)"):
+        bind(t, {"x": (15,)})
+    with pytest.raises(ValueError, match=r"give rows=\.\.\."):
+        bind(t, {"gamma": (5,)})
+    with pytest.raises(ValueError, match=r"unknown size\(s\) \['n'\]"):
+        bind(t, {"x": (3, 5)}, {"n": 1})
+    derived = load_task({**read_task_file(OWN / "histogram" / "histogram.yaml"),
+                         "args": {"values": {"role": "input", "dtype": "int32", "shape": ["2 * n"]},
+                                  "counts": {"role": "inout", "dtype": "int32", "shape": ["bins"]}}})
+    with pytest.raises(ValueError, match=r"give n=\.\.\."):
+        bind(derived, {"values": (8,), "counts": (4,)})
+    assert bind(derived, {"values": (8,), "counts": (4,)}, {"n": 4}) == {"n": 4, "bins": 4}
+    with pytest.raises(ValueError, match=r"values must have shape \(6,\) at n=3,bins=4, got \(8,\)"):
+        bind(derived, {"values": (8,), "counts": (4,)}, {"n": 3})
+    assert Kernel.size_parameters(derived) == ["n"]
+
+
+def test_an_inout_task_returns_its_updated_argument(tmp_path: Path) -> None:
+    t = load_task(read_task_file(OWN / "histogram" / "histogram.yaml"))
+    best = import_file(write_best(t, tmp_path / "h"), "best_histogram")
+    assert list(inspect.signature(best.histogram).parameters) == ["values", "counts"]
+    doc = best.histogram.__doc__
+    assert "counts: inout int32[bins]" in doc and "Returns counts." in doc
+    compile_cuda((tmp_path / "h" / "best.cu").read_text(), {}, "sm_90")
+
+
+def test_the_torch_op_has_the_task_schema_and_output_shapes(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    best = import_file(write_best(task("layernorm"), tmp_path / "ln"), "best_ln_torch")
+    op = best.register_torch_op("evolve_test_ln")
+    assert best.register_torch_op("evolve_test_ln") is op  # once
+    assert "layernorm(Tensor x, Tensor gamma, Tensor beta) -> Tensor" in str(op._schemas[""])
+    y = op(torch.empty(5, 7, device="meta"), torch.empty(7, device="meta"), torch.empty(7, device="meta"))
+    assert y.shape == (5, 7) and y.dtype == torch.float32
+    hist = load_task(read_task_file(OWN / "histogram" / "histogram.yaml"))
+    hop = import_file(write_best(hist, tmp_path / "h"), "best_h_torch").register_torch_op("evolve_test_h")
+    assert "histogram(Tensor values, Tensor(a0!) counts) -> ()" in str(hop._schemas[""])
+    rms = load_task(read_task_file(OWN / "bf16_rmsnorm" / "bf16_rmsnorm.yaml"))
+    rop = import_file(write_best(rms, tmp_path / "r"), "best_r_torch").register_torch_op("evolve_test_r")
+    out = rop(torch.empty(3, 9, device="meta", dtype=torch.bfloat16), torch.empty(9, device="meta",
+                                                                                 dtype=torch.bfloat16))
+    assert out.shape == (3, 9) and out.dtype == torch.bfloat16

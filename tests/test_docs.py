@@ -28,8 +28,8 @@ def need_mkdocs() -> None:
 
 def build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # Material's banner about MkDocs 2: not a warning
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
-                          capture_output=True, text=True, env=env, timeout=600)
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
 
 
 def test_the_site_builds_in_strict_mode(tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ class EvolutionSettings:
     max_pending: int = 2  # LLM children without a result yet (asked, queued, measured) at most, and at
     # most llm.concurrency: later proposals wait for their outcome (a failed child's repair comes first)
     overlap: bool = True  # LLM calls run while the GPU measures
-    children_per_round: int = 0  # rounds (README: LLM on one machine, GPU on another): role=propose makes
+    children_per_round: int = 0  # rounds (docs/mailbox.md, two-machine rounds): role=propose makes
     # at most this many proposals and exits; role=evaluate measures what is queued and the tuning it
     # earned, then exits once nothing new comes within idle_wait_s. 0: no rounds
     idle_wait_s: float = 120.0  # role=evaluate: how long to wait for a proposer's children when idle

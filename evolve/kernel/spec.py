@@ -19,7 +19,7 @@ A variant is CUDA device code with one header comment ``/*@evolve ... */`` holdi
     */
 
 Hopper kernels may also declare ``tensor_maps`` (TMA maps over task arguments that the harness
-encodes and passes by value where ``args`` name them) and a ``cluster`` per launch: see the README.
+encodes and passes by value where ``args`` name them) and a ``cluster`` per launch: see docs/launch-spec.md.
 
 Expressions use :mod:`evolve.expr` over the task's sizes and the tunables. Quote an expression
 that contains a comma inside ``[...]`` or ``{...}`` (YAML would split it there). The harness owns

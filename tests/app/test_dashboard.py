@@ -1,4 +1,5 @@
-"""optuna-dashboard, started with the README's line, shows every trial and its kernel source."""
+"""optuna-dashboard, started with the line of docs/getting-started.md, shows every trial and its kernel
+source."""
 
 from __future__ import annotations
 

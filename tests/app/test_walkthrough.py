@@ -1,6 +1,6 @@
-"""The README's "Your own task" walk-through, run as written: its bash blocks, in order, in an empty
-folder. On any machine the steps up to the check (and the output the README shows for it); with a
-GPU (pytest -m gpu) all of them: the tuning run and the PyTorch model that uses the result."""
+"""The "Your own task" walk-through of the docs (docs/own-task.md), run as written: its bash blocks, in
+order, in an empty folder. On any machine the steps up to the check (and the output the page shows for
+it); with a GPU (pytest -m gpu) all of them: the tuning run and the PyTorch model that uses the result."""
 
 from __future__ import annotations
 
@@ -22,11 +22,15 @@ from evolve.task.task import load_task
 GPU_MARK = "# on a machine with an NVIDIA GPU"
 
 
+PAGE = ROOT / "docs" / "own-task.md"
+
+
 def section() -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index("\n## Your own task\n")
-    end = text.index("\n## ", start + 1)
-    return text[start:end]
+    """The walk-through: its heading up to the page's next section, or the end of the page."""
+    text = PAGE.read_text()
+    start = text.index("\n## From an empty folder to PyTorch\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end < 0 else text[start:end]
 
 
 def blocks(language: str) -> list[str]:
@@ -61,7 +65,7 @@ def test_the_steps_up_to_the_check_work_on_any_machine(tmp_path: Path) -> None:
     out = bash("\n".join(cpu), tmp_path, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     assert re.search(r"^  swiglu +my_ops/swiglu\.yaml +1 seed$", out.stdout, re.M), out.stdout
-    shown = blocks("")[0].strip().splitlines()  # the output the README shows for the check
+    shown = blocks("")[0].strip().splitlines()  # the output the page shows for the check
     assert out.stdout.strip().splitlines()[-len(shown):] == shown
 
 

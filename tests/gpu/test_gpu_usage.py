@@ -114,7 +114,8 @@ def test_the_torch_op_runs_inside_torch_compile(tmp_path: Path) -> None:
 
 
 def test_a_module_function_replaced_by_the_tuned_kernel(tmp_path: Path) -> None:
-    """What the README shows: a model's layer norm replaced, the output checked."""
+    """A model's layer norm replaced by the tuned kernel (docs/own-task.md does it with SwiGLU), the output
+    checked."""
     torch = pytest.importorskip("torch")
     best = import_file(write_best(task("layernorm"), tmp_path / "ln"), "gpu_best_ln_model")
 

@@ -147,7 +147,7 @@ def test_evaluators_under_the_joblib_launcher_can_start_their_gpu_worker(in_tmp:
     asking CuPy for the device."""
     smi = subprocess.run(["sh", "-c", "nvidia-smi --list-gpus"], capture_output=True, text=True)
     if "GPU " in smi.stdout:
-        pytest.skip("a GPU is here: run the README's joblib command with storage=postgres instead")
+        pytest.skip("a GPU is here: run the joblib command of docs/scaling-out.md with storage=postgres")
     out = subprocess.run(
         [sys.executable, "-m", "evolve", "-m", "hydra/launcher=joblib", "worker=0,1", "role=evaluate",
          "task=vector_add", "run.name=jw", "backend=cupy", "search.progress=false"],

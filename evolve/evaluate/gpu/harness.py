@@ -1,8 +1,8 @@
 """Judging one candidate on the GPU; runs only inside the worker process.
 
 The harness owns everything but the device code: it allocates and poisons buffers, launches what
-the plan says, synchronizes, checks and times. The steps, in the order of the README's "How a
-candidate is judged": parse the spec and plan every size (``evolve.evaluate.plan``); compile with NVRTC and
+the plan says, synchronizes, checks and times. The steps, in the order of docs/judging.md ("How a
+candidate is judged"): parse the spec and plan every size (``evolve.evaluate.plan``); compile with NVRTC and
 check what the code compiled to (``evolve.kernel.compiler``); load it after checking its kernels'
 parameters against the spec (``loading``); correctness (``checking``); timing (``timing``).
 Whatever a candidate does ends as its measurement: a step's failure with its status and reason,

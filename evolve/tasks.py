@@ -34,10 +34,11 @@ def register_task_files(argv: Sequence[str]) -> list[str]:
     folder of the user's may hold it)."""
     searched = any(a.startswith(("--config-dir", "-cd", "hydra.searchpath", "--config-path", "-cp"))
                    for a in argv)
+    folders = _config_dirs(argv)
     out = []
     for arg in argv:
         if arg.startswith("task="):
-            values = arg[len("task="):].split(",")
+            values = [_in_config_dir(v, folders) for v in arg[len("task="):].split(",")]
             for v in values if not searched and "(" not in arg else ():  # not a sweep function
                 if not (_is_file(v) or (BUILTIN_DIR / f"{v}.yaml").is_file()):
                     raise EvolveError(f"unknown task {v!r}: {_known()}")
@@ -45,6 +46,32 @@ def register_task_files(argv: Sequence[str]) -> list[str]:
                 arg = "task=" + ",".join(_register(v) if _is_file(v) else v for v in values)
         out.append(arg)
     return out
+
+
+def _config_dirs(argv: Sequence[str]) -> list[Path]:
+    """The folders given with ``--config-dir DIR`` / ``-cd DIR`` (or ``--config-dir=DIR``)."""
+    out = []
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag in ("--config-dir", "-cd"):
+            if not eq and i + 1 < len(argv):
+                value = argv[i + 1]
+            if value:
+                out.append(Path(value).expanduser())
+    return out
+
+
+def _in_config_dir(value: str, folders: Sequence[Path]) -> str:
+    """A task name the user's config folder holds becomes that file's path: Hydra would otherwise
+    compose the built-in of the same name (its own config folder comes first in the search path),
+    and the user's task would be silently replaced."""
+    if _is_file(value) or "(" in value:
+        return value
+    for folder in folders:
+        for suffix in (".yaml", ".yml"):
+            if (path := folder / "task" / f"{value}{suffix}").is_file():
+                return str(path)
+    return value
 
 
 def _known(most: int = 8) -> str:

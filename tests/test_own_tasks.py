@@ -159,3 +159,16 @@ def test_an_unknown_task_name_lists_the_tasks_there_are(elsewhere: Path,
         "softmax, transpose, vector_add; task files here: row_argmax/row_argmax.yaml (a task file is named "
         "by its path: task=path/to/op.yaml)")
     assert cli("-m", "task=softmax,nope").stderr.startswith("evolve: unknown task 'nope'")
+
+
+def test_a_config_dir_task_with_a_built_in_name_is_the_users(elsewhere: Path) -> None:
+    """Issue 28.1: DIR/task/hgemm.yaml is the task asked for, not the built-in hgemm."""
+    shutil.copytree(OWN / "row_argmax", elsewhere / "task")
+    (elsewhere / "task" / "row_argmax.yaml").rename(elsewhere / "task" / "hgemm.yaml")
+    for args in (("--config-dir", str(elsewhere)), (f"--config-dir={elsewhere}",), ("-cd", str(elsewhere))):
+        out = cli("--cfg", "job", *args, "task=hgemm")
+        assert out.returncode == 0, out.stderr
+        cfg = yaml.safe_load(out.stdout)["task"]
+        own = yaml.safe_load((elsewhere / "task" / "hgemm.yaml").read_text())
+        assert sorted(cfg["args"]) == sorted(own["args"])
+        assert cfg["dir"] == str((elsewhere / "task").resolve())

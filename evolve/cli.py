@@ -70,18 +70,19 @@ def run(cfg: DictConfig) -> float | None:
             sys.exit(1)
         return None
     c: EvolveConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-    task = validate(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))  # before anything is created
-    objective = Objective.from_config(c.objective)
+    plain: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # type: ignore[assignment]
+    task = validate(plain)  # before anything is created
+    objective = Objective.from_config(plain["objective"])
     settings = c.search
     if settings.seed is not None and c.worker:  # evaluators must not propose alike
         settings = dataclasses.replace(settings, seed=settings.seed + c.worker)
-    target = None if c.hardware["name"] == "auto" else named(c.hardware)
+    target = None if c.hardware.name == "auto" else named(plain["hardware"])
     role = c.role
     helpers = start_workers(c) if role == Role.all else []
     if helpers:  # the evaluators are the helper processes: this one proposes, waits and exports
         role = Role.propose
     _spawn_as_python_does()
-    backend = None if role == Role.propose else create_backend(c.backend)
+    backend = None if role == Role.propose else create_backend(plain["backend"])
     stop = "interrupted"
     storage = None  # opened once the backend has started: a machine without a GPU creates nothing
     try:
@@ -116,8 +117,8 @@ def run(cfg: DictConfig) -> float | None:
                 stop = ProposerProcess(proposer, Peers(study, ledger, settings), c.evolution).run()
             elif backend is not None:
                 callbacks = []
-                if c.backend.get("record"):
-                    callbacks.append(RecordingWriter(Path(c.backend["record"]), hw, task.name).add)
+                if c.backend.record:
+                    callbacks.append(RecordingWriter(Path(c.backend.record), hw, task.name).add)
                 peers = Peers(study, ledger, settings) if role == Role.evaluate else Alone(study, ledger)
                 schedule = _schedule(role, proposer, replay, c, study)
                 stop = Search(study, variants, backend, task, objective, hw, settings, callbacks,
@@ -183,7 +184,7 @@ def _start(backend: Backend, task: Task, target: Hardware | None, c: EvolveConfi
     try:
         return backend.start(task, target)
     except EvolveError as exc:
-        if c.backend["name"] != "cupy" or nvidia_smi_gpus():
+        if c.backend.name != "cupy" or nvidia_smi_gpus():
             raise
         raise EvolveError(
             f"no NVIDIA GPU or driver found on this machine (nvidia-smi lists none). Without a GPU, replay "
@@ -195,11 +196,11 @@ def _start(backend: Backend, task: Task, target: Hardware | None, c: EvolveConfi
 def _verify(c: EvolveConfig, backend: Backend | None, stop: str, task: Task, hw: Hardware,
             objective: Objective, variants: VariantStore, study: optuna.Study) -> list[Verification] | None:
     """Step 5, in a fresh worker, when the run measured on a GPU and was not interrupted."""
-    if c.backend["name"] == "replay" or stop == "interrupted" or not c.search.verify:
+    if c.backend.name == "replay" or stop == "interrupted" or not c.search.verify:
         return None
     if backend is not None:
         backend.close()  # one GPU, one worker at a time
-    fresh = create_backend({**c.backend, "device": 0})
+    fresh = create_backend({**dataclasses.asdict(c.backend), "device": 0})
     return verify(fresh, task, hw, objective, variants, record.ranked(study.get_trials(deepcopy=False)))
 
 

@@ -104,6 +104,18 @@ def test_without_a_gpu_or_cupy_the_advice_is_the_replay_too(in_tmp: Path) -> Non
     (("task=nosuch",), "unknown task 'nosuch': built-in tasks: bgemm, hgemm, layernorm"),
     (("llm.max_calls=-",), "llm.max_calls"),
     (("workers=two", "backend=replay", "hardware=h200", "llm=none"), "workers must be a number or auto"),
+    # issue 28.3: every group answers "did you mean", never "+key adds it" for a key nothing reads
+    (("backend.timeout=5",), "Key 'timeout' not in 'BackendSettings' (did you mean timeout_s?)"),
+    (("backend.compile_timeout=5",), "(did you mean compile_timeout_s"),
+    (("backend.timing.warmup=3",), "(did you mean warmup_ms or warmup_min?)"),
+    (("task.toleranc.atol=1",), "(did you mean tolerance?)"),
+    (("objective.reduc=first",), "(did you mean reduce?)"),
+    (("hardware.sms=3",), "hardware.sms is a named target's figure: hardware=auto reads the GPU"),
+    (("+backend.timeout=5", "backend=replay", "hardware=h200"), "backend.timeout is not a setting (did you "
+                                                                "mean timeout_s?)"),
+    (("+search.foo=5", "backend=replay", "hardware=h200"), "search.foo is not a setting (settings there: "),
+    # issue 28.11: timing settings are checked (and accepted) without a GPU too
+    (("backend=replay", "hardware=h200", "backend.timing.rounds=0"), "backend.timing.rounds must be an"),
 ])
 def test_user_errors_are_one_line(in_tmp: Path, args: tuple[str, ...], needle: str) -> None:
     out = cli(*args)
@@ -211,3 +223,10 @@ def test_a_slurm_sweep_where_there_is_no_slurm_is_one_line(in_tmp: Path) -> None
     out = cli("-m", "hydra/launcher=evolve_slurm", "worker=0,1", "role=evaluate", "backend.device=0",
               "task=sgemm", "run.name=big")
     _one_line_error(out, "submits the jobs to SLURM, and this machine has no sbatch")
+
+
+def test_a_gpu_command_line_can_be_tried_first_without_a_gpu(in_tmp: Path) -> None:
+    """Issue 28.11: backend.timing.* is accepted by backend=replay (which ignores it), not refused."""
+    out = cli("task=vector_add", "backend=replay", "hardware=h200", "llm=none", "search.n_trials=1",
+              "backend.timing.rounds=3", "backend.timing.warmup_ms=10", "backend.compile_timeout_s=30")
+    assert out.returncode == 0, out.stderr

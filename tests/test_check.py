@@ -154,3 +154,17 @@ def test_every_built_in_task_passes_the_check(name: str) -> None:
     code, lines = run({**task_config(name), "dir": str(CONF_DIR / "task")}, compile_all_up_to=8,
                       compile_sample=3)
     assert code == 0, lines
+
+
+def test_one_mistake_is_one_line(tmp_path: Path) -> None:
+    """Issue 28.7: a seed that never compiles, a reference that always raises: one line each, with a count."""
+    folder = copy("histogram", tmp_path)
+    edit(folder / "atomic.cu", "atomicAdd(&counts[values[i]], 1);", "atomicAdd(&counts[values[i]], 1)")
+    edit(folder / "refs.py", "added = ", "added = undefined_name + ")
+    code, lines = run(read_task_file(folder / "histogram.yaml"))
+    problems = [ln for ln in lines if ln.startswith("problem:")]
+    assert code == 1 and len(problems) == 2, lines
+    assert re.search(r"^problem: reference: NameError: .* \(at 4 of 4 sizes, first: n=1,bins=1\)$",
+                     problems[0])
+    assert re.search(r"^problem: seed atomic.cu: .*expected a \";\".* \(in 4 of 4 configurations, first: "
+                     r"BLOCK=128\)$", problems[1]), problems[1]

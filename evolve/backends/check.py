@@ -93,6 +93,7 @@ def _jobs(value: Any) -> int:
 def references(task: Task, problem: Say) -> None:
     """The reference at every correctness size: it runs, returns every output with its shape,
     finite values (integers of their dtype's range for exact outputs), and the same twice."""
+    raised: dict[str, list[str]] = defaultdict(list)  # the same exception at several sizes: one line
     for i, sizes in enumerate(task.correctness_sizes):
         where = f"reference at {size_label(sizes)}"
         try:
@@ -101,10 +102,10 @@ def references(task: Task, problem: Say) -> None:
                 ref = task.expected(np, inputs, sizes)
                 again = task.expected(np, task.make_inputs(np, sizes, 1000 + i), sizes)
         except EvolveError as exc:
-            problem(f"{where}: {str(exc).splitlines()[0]}")
+            raised[str(exc).splitlines()[0]].append(size_label(sizes))
             continue
         except Exception as exc:
-            problem(f"{where}: {describe(exc)}")
+            raised[describe(exc)].append(size_label(sizes))
             continue
         for arg in task.outputs:
             r = np.asarray(ref[arg.name], dtype=np.float64)
@@ -117,6 +118,10 @@ def references(task: Task, problem: Say) -> None:
                         f"integers in [{d.range()[0]}, {d.range()[1]}]")
             elif not np.array_equal(r, np.asarray(again[arg.name], dtype=np.float64), equal_nan=True):
                 problem(f"{where}: {arg.name} differs between two calls on the same inputs")
+    for reason, where in raised.items():
+        n = len(task.correctness_sizes)
+        problem(f"reference at {where[0]}: {reason}" if len(where) == 1 else
+                f"reference: {reason} (at {len(where)} of {n} sizes, first: {where[0]})")
 
 
 def traffic(task: Task, problem: Say, say: Say) -> None:
@@ -160,11 +165,16 @@ def seeds(task: Task, hw: Hardware, problem: Say, say: Say, all_up_to: int, samp
         plan_all = len(space) * (len(task.correctness_sizes) + len(task.timing_sizes)) <= MAX_PLANS
         planned += _plan(task, hw, v, space if plan_all else pick, label, problem)
         work += [(label, v, cfg) for cfg in pick]
+    failed: dict[tuple[str, str], list[dict[str, int]]] = defaultdict(list)  # one line per mistake
     for label, cfg, reason in _compile(task, hw, work, jobs):
         if reason:
-            problem(f"{label} {_fmt(cfg)}: {reason}")
+            failed[label, reason].append(cfg)
         else:
             compiled += 1
+    for (label, reason), cfgs in failed.items():
+        n = sum(w[0] == label for w in work)
+        problem(f"{label} {_fmt(cfgs[0])}: {reason}" if len(cfgs) == 1 else
+                f"{label}: {reason} (in {len(cfgs)} of {n} configurations, first: {_fmt(cfgs[0])})")
     return (f"{len(task.seed_paths)} seed(s), {planned} configurations planned at every size, "
             f"{compiled} compiled for {', '.join(sorted(targets)) or hw.arch}")
 

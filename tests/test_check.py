@@ -168,3 +168,36 @@ def test_one_mistake_is_one_line(tmp_path: Path) -> None:
                      problems[0])
     assert re.search(r"^problem: seed atomic.cu: .*expected a \";\".* \(in 4 of 4 configurations, first: "
                      r"BLOCK=128\)$", problems[1]), problems[1]
+
+
+def _hiding(folder: Path, *modules: str) -> Path:
+    """A sitecustomize that makes importing these top-level modules fail (in every subprocess)."""
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(
+        "import sys\n\n\nclass Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {modules!r}:\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n\n\n"
+        "sys.meta_path.insert(0, Hide())\n")
+    return folder
+
+
+def test_check_needs_nvrtc_alone_not_cupy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28.2: after the no-GPU install plus the check extra (NVRTC alone, no CuPy), check compiles."""
+    folder = copy("bf16_rmsnorm", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    out = cli(f"task={folder / 'bf16_rmsnorm.yaml'}", "backend=check", "hardware=h200",
+              pythonpath=[_hiding(tmp_path / "hide", "cupy", "cupy_backends")])
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "check: task bf16_rmsnorm is ready" in out.stdout and "compiled for sm_90" in out.stdout
+
+
+def test_a_missing_compiler_is_said_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = copy("histogram", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    out = cli(f"task={folder / 'histogram.yaml'}", "backend=check", "hardware=h200",
+              pythonpath=[_hiding(tmp_path / "hide", "cupy", "cupy_backends", "cuda")])
+    assert out.returncode == 1, out.stdout + out.stderr
+    problems = [ln for ln in out.stdout.splitlines() if ln.startswith("problem:")]
+    assert len(problems) == 1 and "NVRTC is not available" in problems[0], problems
+    assert ".[check]" in problems[0]

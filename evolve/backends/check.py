@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from evolve import dtypes
-from evolve.compiler import CompileError, compile_cuda, first_error, target_arch
+from evolve.compiler import CompileError, compile_cuda, first_error, nvrtc_version, target_arch
 from evolve.correctness import admit
 from evolve.cubin import CubinError, inspect
 from evolve.errors import EvolveError, SpecError, describe
@@ -165,6 +165,11 @@ def seeds(task: Task, hw: Hardware, problem: Say, say: Say, all_up_to: int, samp
         plan_all = len(space) * (len(task.correctness_sizes) + len(task.timing_sizes)) <= MAX_PLANS
         planned += _plan(task, hw, v, space if plan_all else pick, label, problem)
         work += [(label, v, cfg) for cfg in pick]
+    try:
+        nvrtc_version()
+    except EvolveError as exc:  # once, not once per configuration
+        problem(str(exc))
+        work = []
     failed: dict[tuple[str, str], list[dict[str, int]]] = defaultdict(list)  # one line per mistake
     for label, cfg, reason in _compile(task, hw, work, jobs):
         if reason:

@@ -45,7 +45,7 @@ from evolve.paths import CONF_DIR
 from evolve.prompts import Prompts, record_includes, recorded_includes
 from evolve.proposing import LocalLLM, ProposerProcess, RemoteLLM, Replay, Schedule, Tuning, proposer_done
 from evolve.record import Attr, StudyAttr
-from evolve.recording import RecordingWriter
+from evolve.recording import RecordingWriter, builtin_path
 from evolve.search import Search
 from evolve.settings import EvolveConfig, Role
 from evolve.storage import cached_ceilings, close_storage, open_storage, store_ceilings
@@ -180,17 +180,20 @@ def _spawn_as_python_does() -> None:
 
 def _start(backend: Backend, task: Task, target: Hardware | None, c: EvolveConfig) -> Hardware:
     """Start the backend; where the GPU worker cannot start because this machine has no NVIDIA
-    GPU, say so, and name what runs without one (not: install CuPy, or a newer driver)."""
+    GPU, say so, and name what runs without one (not: install CuPy, or a newer driver): the replay
+    of recorded H200 measurements for a built-in task that has them, the check for any other."""
     try:
         return backend.start(task, target)
     except EvolveError as exc:
         if c.backend.name != "cupy" or nvidia_smi_gpus():
             raise
-        raise EvolveError(
-            f"no NVIDIA GPU or driver found on this machine (nvidia-smi lists none). Without a GPU, replay "
-            f"recorded H200 measurements: evolve task={task.name} backend=replay hardware=h200 "
-            f"(the GPU worker said: {exc})"
-        ) from None
+        name = command_line_name(task.config)
+        if name == task.name and builtin_path("h200", task.name).is_file():
+            instead = f"replay recorded H200 measurements: evolve task={name} backend=replay hardware=h200"
+        else:
+            instead = f"check the task (reference, seeds, compiles): evolve task={name} backend=check"
+        raise EvolveError(f"no NVIDIA GPU or driver found on this machine (nvidia-smi lists none). Without a "
+                          f"GPU, {instead} (the GPU worker said: {exc})") from None
 
 
 def _verify(c: EvolveConfig, backend: Backend | None, stop: str, task: Task, hw: Hardware,

@@ -172,3 +172,15 @@ def test_a_config_dir_task_with_a_built_in_name_is_the_users(elsewhere: Path) ->
         own = yaml.safe_load((elsewhere / "task" / "hgemm.yaml").read_text())
         assert sorted(cfg["args"]) == sorted(own["args"])
         assert cfg["dir"] == str((elsewhere / "task").resolve())
+
+
+def test_without_a_gpu_a_task_of_ones_own_is_pointed_to_the_check(elsewhere: Path) -> None:
+    """Issue 28.5: no recordings exist for it, so not the replay: the check, with its path."""
+    if shutil.which("nvidia-smi") and "GPU " in subprocess.run(
+            ["nvidia-smi", "--list-gpus"], capture_output=True, text=True).stdout:
+        pytest.skip("this machine has a GPU")
+    path = own_task("row_argmax", elsewhere)
+    out = cli(f"task={path}", "llm=none")
+    assert out.returncode == 2, out.stderr
+    assert f"Without a GPU, check the task (reference, seeds, compiles): evolve task={path} backend=check" \
+        in out.stderr and "backend=replay" not in out.stderr, out.stderr

@@ -184,3 +184,23 @@ def test_without_a_gpu_a_task_of_ones_own_is_pointed_to_the_check(elsewhere: Pat
     assert out.returncode == 2, out.stderr
     assert f"Without a GPU, check the task (reference, seeds, compiles): evolve task={path} backend=check" \
         in out.stderr and "backend=replay" not in out.stderr, out.stderr
+
+
+def test_a_broken_task_file_is_found_and_said_with_its_line(elsewhere: Path) -> None:
+    """Issue 28.8: line and column of the YAML error; `evolve tasks` lists the file (two levels down
+    too); a path that does not exist names the file meant."""
+    (elsewhere / "ops").mkdir()
+    path = own_task("row_argmax", elsewhere / "ops")  # tasks/ops/row_argmax/row_argmax.yaml
+    text = path.read_text().replace("seeds: [naive.cu]", "seeds: [naive.cu")
+    path.write_text(text)
+    line = 1 + text[:text.index("seeds: [naive.cu")].count("\n")
+    with pytest.raises(EvolveError, match=rf"{path}:{line + 1}:1: not valid YAML: expected ',' or ']'.* "
+                                          rf"\(while parsing a flow sequence at {line}:8\)"):
+        read_task_file(path)
+    out = cli("tasks", str(elsewhere))
+    assert out.returncode == 1
+    assert any(str(path) in ln and f"PROBLEM: task file {path}:{line + 1}:1: not valid YAML" in ln
+               for ln in out.stdout.splitlines()), out.stdout
+    out = cli(f"task={path.with_suffix('.yml')}")
+    assert out.stderr.strip() == (f"evolve: task file {path.with_suffix('.yml')} not found "
+                                  f"(did you mean {path}?)")

@@ -52,7 +52,7 @@ from evolve.storage import cached_ceilings, close_storage, open_storage, store_c
 from evolve.sweep import in_sweep, name_job, record_job
 from evolve.task import Task
 from evolve.tasks import command_line_name, list_tasks, register_task_files
-from evolve.validation import validate
+from evolve.validation import validate, validate_settings
 from evolve.variants import VariantStore
 from evolve.verify import Verification, verify
 from evolve.workers import nvidia_smi_gpus, start_workers, wait_for
@@ -63,14 +63,15 @@ log = logging.getLogger("evolve")
 def run(cfg: DictConfig) -> float | None:
     """One run: returns the best time in ms (what a Hydra sweeper would minimize)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    plain: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # type: ignore[assignment]
     if cfg.backend.name == "check":  # no GPU, no study: check the task and say what is wrong
         from evolve.backends.check import check_task
 
-        if check_task(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)):
+        validate_settings(plain)  # what a run would refuse (a sampler's typo), the check refuses too
+        if check_task(plain):
             sys.exit(1)
         return None
     c: EvolveConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-    plain: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # type: ignore[assignment]
     task = validate(plain)  # before anything is created
     objective = Objective.from_config(plain["objective"])
     settings = c.search

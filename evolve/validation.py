@@ -38,6 +38,16 @@ _SPEC_START = "/*@evolve"
 
 def validate(c: Mapping[str, Any]) -> Task:
     """Check the resolved configuration; return its task, loaded and admitted, seeds parsed."""
+    validate_settings(c)
+    task = load_task(with_task_dir(c["task"]))
+    admit(task)
+    for path in task.seed_paths:
+        _seed(path, task)
+    return task
+
+
+def validate_settings(c: Mapping[str, Any]) -> None:
+    """Everything but the task (``backend=check`` judges that itself, one line per problem)."""
     for key, fields in _unknown(c, EvolveConfig):  # added with +key: Hydra lets it in, nothing reads it
         near = difflib.get_close_matches(key.rsplit(".", 1)[-1], fields)
         raise EvolveError(f"{key} is not a setting" + (f" (did you mean {' or '.join(near)}?)" if near else
@@ -67,11 +77,6 @@ def validate(c: Mapping[str, Any]) -> Task:
     if role != "evaluate":
         _llm(c, role)
         _evolution(c)
-    task = load_task(with_task_dir(c["task"]))
-    admit(task)
-    for path in task.seed_paths:
-        _seed(path, task)
-    return task
 
 
 def _unknown(c: Mapping[str, Any], schema: type, prefix: str = "") -> Iterator[tuple[str, list[str]]]:

@@ -201,3 +201,20 @@ def test_a_missing_compiler_is_said_once(tmp_path: Path, monkeypatch: pytest.Mon
     problems = [ln for ln in out.stdout.splitlines() if ln.startswith("problem:")]
     assert len(problems) == 1 and "NVRTC is not available" in problems[0], problems
     assert ".[check]" in problems[0]
+
+
+def test_a_kernel_pointing_to_the_wrong_type_is_a_problem(tmp_path: Path) -> None:
+    """Issue 28.9: float* for a bfloat16 argument compiles (the cubin has sizes, not types) but
+    computes garbage: check names it."""
+    folder = copy("bf16_rmsnorm", tmp_path)
+    edit(folder / "block_row.cu", "const __nv_bfloat16* __restrict__ w", "const float* __restrict__ w")
+    code, lines = run(read_task_file(folder / "bf16_rmsnorm.yaml"))
+    assert code == 1 and any("kernel rmsnorm's parameter 2 (w) points to float, but w is bfloat16 "
+                             "(__nv_bfloat16) (in 5 of 5 configurations" in ln for ln in lines), lines
+
+
+def test_check_refuses_what_a_run_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = copy("histogram", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    out = cli(f"task={folder / 'histogram.yaml'}", "backend=check", "search.sampler=tpee")
+    assert out.returncode == 2 and "unknown search.sampler" in out.stderr, out.stdout + out.stderr

@@ -4,8 +4,10 @@ It loads the task, computes its reference on NumPy at every correctness size (sh
 values, integers in range, the same answer twice), runs the admission check (trivial kernels must
 fail), evaluates the traffic model, and for every seed plans every configuration at every size
 and compiles all of a small space (a sample of a large one, the default always) with NVRTC for
-the target architecture, checking each compiled kernel's parameters against the spec. It prints
-one line per problem and ends with a verdict; ``evolve`` exits 0 only when there is none.
+the target architecture, checking each compiled kernel's parameters against the spec (their sizes
+in the cubin, what they point to in the source). It prints one line per problem and ends with a
+verdict; ``evolve`` exits 0 only when there is none. The other settings are checked first, as a
+run checks them (``evolve.validation``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from evolve.cubin import CubinError, inspect
 from evolve.errors import EvolveError, SpecError, describe
 from evolve.hardware import Hardware, named
 from evolve.plan import make_plan, param_mismatch
+from evolve.signature import wrong_types
 from evolve.spec import Variant
 from evolve.task import Task, load_task, size_label
 from evolve.tasks import with_task_dir
@@ -250,6 +253,12 @@ def _check_cubin(task: Task, hw: Hardware, v: Variant, cfg: dict[str, int], cubi
             return f"kernel {missing[0]!r} is not in the compiled module: declare it extern \"C\" __global__"
         if reason := param_mismatch(plan, info):
             return reason
+        kinds = {a.name: a.dtype for a in task.args}
+        defines = {**dict(task.defines), **cfg}
+        for call in plan.calls:  # what the parameters point to: a cubin records only their sizes
+            names = [str(v) if kind == "buffer" else "" for kind, v in call.args]
+            if reason := wrong_types(v.source, call.kernel, names, kinds, defines):
+                return reason
     return ""
 
 

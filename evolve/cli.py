@@ -301,6 +301,13 @@ def _log_to_file(message: str) -> None:
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _app(cfg: DictConfig) -> float | None:
     try:
+        return _job(cfg)
+    finally:
+        _drop_unstarted(Path(str(OmegaConf.select(cfg, "run.dir", default=""))))
+
+
+def _job(cfg: DictConfig) -> float | None:
+    try:
         name_job(cfg)
         return run(cfg)
     except (EvolveError, OmegaConfBaseException, OSError, optuna.exceptions.StorageInternalError) as exc:
@@ -313,6 +320,22 @@ def _app(cfg: DictConfig) -> float | None:
         record_job(str(OmegaConf.select(cfg, "run.name", default="?")),
                    str(OmegaConf.select(cfg, "run.dir", default="?")), error=message.removeprefix("evolve: "))
         return None
+
+
+def _drop_unstarted(run_dir: Path) -> None:
+    """A run that never started (a check, a refused command, no GPU) leaves no folder behind:
+    Hydra made it for the log alone. A run that started has its invocation (``.hydra/``) there;
+    a sweep's job keeps its folder (the sweep's table names it)."""
+    if in_sweep() or not run_dir.is_dir() or [p.name for p in run_dir.iterdir()] != ["evolve.log"]:
+        return
+    root, here = logging.getLogger(), run_dir.resolve()
+    for handler in list(root.handlers):
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == here:
+            handler.close()
+            root.removeHandler(handler)
+    with contextlib.suppress(OSError):
+        (run_dir / "evolve.log").unlink()
+        run_dir.rmdir()
 
 
 def main() -> None:

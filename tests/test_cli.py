@@ -198,8 +198,15 @@ def test_a_refused_resume_keeps_the_runs_record_and_a_failed_run_logs_its_error(
     assert "task:" in (in_tmp / "runs/a/.hydra/config.yaml").read_text()
 
     _one_line_error(cli(*replay, "run.name=b", "search.n_trials=-1"), "search.n_trials")
-    log = (in_tmp / "runs/b/evolve.log").read_text()  # was: empty
-    assert "[ERROR] - evolve: search.n_trials must be an integer >= 0, got -1" in log
+    assert not (in_tmp / "runs/b").exists()  # issue 28.10: a run that never started leaves no folder
+
+
+def test_checks_and_refused_commands_leave_no_run_folder(in_tmp: Path) -> None:
+    """Issue 28.10: runs/<task>-<date>/ holding an empty evolve.log piled up, one per command."""
+    assert cli("task=vector_add", "backend=check", "hardware=h200").returncode == 0
+    _one_line_error(cli("task=vector_add", "backend=replay", "hardware=a100"), "no recorded measurements")
+    _one_line_error(cli("task=vector_add", "search.n_trials=-1"), "search.n_trials")
+    assert not list((in_tmp / "runs").glob("*")), list((in_tmp / "runs").iterdir())
 
 
 def test_the_configuration_is_an_artifact_and_the_attributes_stay_short(in_tmp: Path) -> None:

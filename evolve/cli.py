@@ -29,13 +29,13 @@ from optuna.artifacts import FileSystemArtifactStore
 from evolve import __version__, version_line
 from evolve.app.invocation import keep_invocation, resume_command, store_config
 from evolve.app.sweep import in_sweep, name_job, record_job
-from evolve.app.validation import validate
+from evolve.app.validation import validate, validate_settings
 from evolve.app.workers import nvidia_smi_gpus, start_workers, wait_for
 from evolve.errors import EvolveError
 from evolve.evaluate.backend import Backend, create_backend
 from evolve.evaluate.gpu.sanitize import sanitize
 from evolve.evaluate.objective import Objective
-from evolve.evaluate.recording import RecordingWriter
+from evolve.evaluate.recording import RecordingWriter, builtin_path
 from evolve.evolution.llm.budget import LLMBudget
 from evolve.evolution.llm.factory import create_llm
 from evolve.evolution.llm.log import ExchangeLog
@@ -65,25 +65,27 @@ log = logging.getLogger("evolve")
 def run(cfg: DictConfig) -> float | None:
     """One run: returns the best time in ms (what a Hydra sweeper would minimize)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    plain: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # type: ignore[assignment]
     if cfg.backend.name == "check":  # no GPU, no study: check the task and say what is wrong
         from evolve.app.check import check_task
 
-        if check_task(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)):
+        validate_settings(plain)  # what a run would refuse (a sampler's typo), the check refuses too
+        if check_task(plain):
             sys.exit(1)
         return None
     c: EvolveConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-    task = validate(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))  # before anything is created
-    objective = Objective.from_config(c.objective)
+    task = validate(plain)  # before anything is created
+    objective = Objective.from_config(plain["objective"])
     settings = c.search
     if settings.seed is not None and c.worker:  # evaluators must not propose alike
         settings = dataclasses.replace(settings, seed=settings.seed + c.worker)
-    target = None if c.hardware["name"] == "auto" else named(c.hardware)
+    target = None if c.hardware.name == "auto" else named(plain["hardware"])
     role = c.role
     helpers = start_workers(c) if role == Role.all else []
     if helpers:  # the evaluators are the helper processes: this one proposes, waits and exports
         role = Role.propose
     _spawn_as_python_does()
-    backend = None if role == Role.propose else create_backend(c.backend)
+    backend = None if role == Role.propose else create_backend(plain["backend"])
     stop = "interrupted"
     storage = None  # opened once the backend has started: a machine without a GPU creates nothing
     try:
@@ -118,8 +120,8 @@ def run(cfg: DictConfig) -> float | None:
                 stop = ProposerProcess(proposer, Peers(study, ledger, settings), c.evolution).run()
             elif backend is not None:
                 callbacks = []
-                if c.backend.get("record"):
-                    callbacks.append(RecordingWriter(Path(c.backend["record"]), hw, task.name).add)
+                if c.backend.record:
+                    callbacks.append(RecordingWriter(Path(c.backend.record), hw, task.name).add)
                 peers = Peers(study, ledger, settings) if role == Role.evaluate else Alone(study, ledger)
                 schedule = _schedule(role, proposer, replay, c, study)
                 stop = Search(study, variants, backend, task, objective, hw, settings, callbacks,
@@ -181,27 +183,30 @@ def _spawn_as_python_does() -> None:
 
 def _start(backend: Backend, task: Task, target: Hardware | None, c: EvolveConfig) -> Hardware:
     """Start the backend; where the GPU worker cannot start because this machine has no NVIDIA
-    GPU, say so, and name what runs without one (not: install CuPy, or a newer driver)."""
+    GPU, say so, and name what runs without one (not: install CuPy, or a newer driver): the replay
+    of recorded H200 measurements for a built-in task that has them, the check for any other."""
     try:
         return backend.start(task, target)
     except EvolveError as exc:
-        if c.backend["name"] != "cupy" or nvidia_smi_gpus():
+        if c.backend.name != "cupy" or nvidia_smi_gpus():
             raise
-        raise EvolveError(
-            f"no NVIDIA GPU or driver found on this machine (nvidia-smi lists none). Without a GPU, replay "
-            f"recorded H200 measurements: evolve task={task.name} backend=replay hardware=h200 "
-            f"(the GPU worker said: {exc})"
-        ) from None
+        name = command_line_name(task.config)
+        if name == task.name and builtin_path("h200", task.name).is_file():
+            instead = f"replay recorded H200 measurements: evolve task={name} backend=replay hardware=h200"
+        else:
+            instead = f"check the task (reference, seeds, compiles): evolve task={name} backend=check"
+        raise EvolveError(f"no NVIDIA GPU or driver found on this machine (nvidia-smi lists none). Without a "
+                          f"GPU, {instead} (the GPU worker said: {exc})") from None
 
 
 def _verify(c: EvolveConfig, backend: Backend | None, stop: str, task: Task, hw: Hardware,
             objective: Objective, variants: VariantStore, study: optuna.Study) -> list[Verification] | None:
     """Step 5, in a fresh worker, when the run measured on a GPU and was not interrupted."""
-    if c.backend["name"] == "replay" or stop == "interrupted" or not c.search.verify:
+    if c.backend.name == "replay" or stop == "interrupted" or not c.search.verify:
         return None
     if backend is not None:
         backend.close()  # one GPU, one worker at a time
-    fresh = create_backend({**c.backend, "device": 0})
+    fresh = create_backend({**dataclasses.asdict(c.backend), "device": 0})
     return verify(fresh, task, hw, objective, variants, record.ranked(study.get_trials(deepcopy=False)))
 
 
@@ -298,6 +303,13 @@ def _log_to_file(message: str) -> None:
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _app(cfg: DictConfig) -> float | None:
     try:
+        return _job(cfg)
+    finally:
+        _drop_unstarted(Path(str(OmegaConf.select(cfg, "run.dir", default=""))))
+
+
+def _job(cfg: DictConfig) -> float | None:
+    try:
         name_job(cfg)
         return run(cfg)
     except (EvolveError, OmegaConfBaseException, OSError, optuna.exceptions.StorageInternalError) as exc:
@@ -310,6 +322,22 @@ def _app(cfg: DictConfig) -> float | None:
         record_job(str(OmegaConf.select(cfg, "run.name", default="?")),
                    str(OmegaConf.select(cfg, "run.dir", default="?")), error=message.removeprefix("evolve: "))
         return None
+
+
+def _drop_unstarted(run_dir: Path) -> None:
+    """A run that never started (a check, a refused command, no GPU) leaves no folder behind:
+    Hydra made it for the log alone. A run that started has its invocation (``.hydra/``) there;
+    a sweep's job keeps its folder (the sweep's table names it)."""
+    if in_sweep() or not run_dir.is_dir() or [p.name for p in run_dir.iterdir()] != ["evolve.log"]:
+        return
+    root, here = logging.getLogger(), run_dir.resolve()
+    for handler in list(root.handlers):
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == here:
+            handler.close()
+            root.removeHandler(handler)
+    with contextlib.suppress(OSError):
+        (run_dir / "evolve.log").unlink()
+        run_dir.rmdir()
 
 
 def main() -> None:

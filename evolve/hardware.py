@@ -77,6 +77,8 @@ class Hardware:
             t = str(types[k])
             if v is None and k in PEAKS.values():
                 out[k] = 0.0  # the datasheet gives none
+            elif v is None and k not in MEASURED:
+                continue  # not given (the schema's None): the field's default, or missing
             elif v is None or t == "str":
                 out[k] = v
             elif t.startswith("int"):

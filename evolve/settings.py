@@ -4,8 +4,11 @@
 ``conf/config.yaml``'s defaults list: every option file of a typed group is merged into it, so a
 key that does not exist (``search.n_trial=5``) or a value of the wrong type (``search.n_trials=abc``)
 is an error before anything runs. The option files under ``conf/`` hold only what differs
-between options. Task, hardware and backend options keep their own keys (the task and the
-backends read and check them), objective options are two keys each.
+between options. The task, hardware, objective and backend groups are typed too (their option
+files and a task file of the user's are merged into these classes), so a typo there gets "did you
+mean ...?" like everywhere else, never a ``+key`` hint for a key nothing reads. The backend's
+settings are one class for every backend: a GPU command line (``backend.timing.rounds=3``) can be
+tried first with ``backend=replay`` or ``backend=check``, which ignore what they do not use.
 """
 
 from __future__ import annotations
@@ -118,6 +121,107 @@ class LLMSettings:
 
 
 @dataclass
+class SizesSettings:
+    correctness: list[dict[str, Any]] = field(default_factory=list)  # several, awkward ones included
+    timing: list[dict[str, Any]] = field(default_factory=list)
+    holdout: list[dict[str, Any]] | None = None  # the winner's re-check; None: correctness sizes + 1
+
+
+@dataclass
+class ToleranceSettings:
+    atol: float = MISSING  # pass iff |out-ref| <= atol*max|ref| + rtol*|ref| everywhere ...
+    rtol: float = MISSING
+    l2: float = MISSING  # ... and the relative L2 error <= l2
+
+
+@dataclass
+class TrafficSettings:
+    bytes: Any = MISSING  # an expression over the sizes: bytes a call must move at least
+    flops: Any = None  # None: 0
+    peak: str | None = None  # memory | fp32 | ... (evolve.hardware.PEAKS); None: from flops
+
+
+@dataclass
+class TaskSettings:
+    """A task (conf/task/*.yaml or a task file of the user's); evolve.task.task.load_task checks it."""
+
+    name: str = MISSING
+    description: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)  # name -> {role, dtype, shape, init, tolerance}
+    sizes: SizesSettings = field(default_factory=SizesSettings)
+    reference: str | None = None  # a built-in reference's name or module:function; None: the task's name
+    tolerance: ToleranceSettings | None = None  # None: the output dtypes' defaults
+    traffic: TrafficSettings = field(default_factory=TrafficSettings)
+    defines: dict[str, Any] | None = None  # -D macros for every seed
+    seeds: list[str] = field(default_factory=list)  # seed kernels, relative to the task file
+    dir: str | None = None  # the task file's folder (set by evolve)
+
+
+@dataclass
+class HardwareSettings:
+    """A target (conf/hardware/*.yaml): datasheet figures; ``auto`` reads the GPU and sets none."""
+
+    name: str = MISSING
+    device_names: list[str] = field(default_factory=list)  # patterns of the device names it matches
+    arch: str | None = None  # e.g. sm_90
+    sms: int | None = None
+    max_threads_per_block: int | None = None
+    max_threads_per_sm: int | None = None
+    max_shared_per_block: int | None = None  # bytes, with the opt-in attribute
+    shared_per_sm: int | None = None
+    registers_per_sm: int | None = None
+    l2_bytes: int | None = None
+    peak_dram_bps: float | None = None
+    peak_fp32_flops: float | None = None
+    peak_fp64_flops: float | None = None
+    peak_tf32_tensor_flops: float | None = None
+    peak_fp16_tensor_flops: float | None = None
+    peak_bf16_tensor_flops: float | None = None
+    peak_fp8_tensor_flops: float | None = None
+    peak_int8_tensor_ops: float | None = None
+    copy_bandwidth_bps: float | None = None  # measured at run time (or recorded)
+    read_bandwidth_bps: float | None = None
+
+
+@dataclass
+class ObjectiveSettings:
+    name: str = MISSING
+    reduce: str = MISSING  # first (the first timing size) | geomean (over every timing size)
+
+
+@dataclass
+class TimingSettings:
+    """How the GPU backend checks and times a candidate."""
+
+    rounds: int = 2  # correctness rounds per size, fresh secret-seeded inputs each
+    warmup_ms: float = 25.0  # warm-up: at least this long ...
+    warmup_min: int = 10  # ... and at least this many launches
+    min_samples: int = 10  # timed samples, each after an L2 flush
+    max_samples: int = 100
+    max_time_s: float = 2.0  # stop sampling after this long ...
+    target_rel_iqr: float = 0.01  # ... or once IQR/median is this small
+
+
+@dataclass
+class BackendSettings:
+    """Every backend's settings; each backend reads its own and ignores the others."""
+
+    name: str = MISSING  # cupy | replay | check
+    device: int = 0  # cupy: CUDA device index of the worker
+    compile_timeout_s: float = 60.0  # cupy: NVRTC time limit per candidate
+    compile_ahead: Any = "auto"  # cupy: processes compiling ahead (auto, or a number; 0: off)
+    timeout_s: float = 120.0  # cupy: wall-clock limit per candidate after compiling
+    profile_timeout_s: float = 180.0  # cupy: Nsight Compute's limit per profiled candidate
+    record: str | None = None  # cupy: append every measurement to this recording
+    timing: TimingSettings = field(default_factory=TimingSettings)  # cupy
+    recordings: list[str] = field(default_factory=list)  # replay: extra recording files
+    delay_s: float = 0.0  # replay: seconds per answer
+    compile_all_up_to: int = 64  # check: a seed's space this small is compiled whole ...
+    compile_sample: int = 16  # check: ... a larger one: its default and this many at random
+    jobs: Any = "auto"  # check: compiles at once (auto: one per CPU)
+
+
+@dataclass
 class StorageSettings:
     kind: str = MISSING  # rdb (SQLite, PostgreSQL) | journal
     url: str | None = None  # kind=rdb
@@ -135,10 +239,10 @@ class EvolveConfig:
     evolution: EvolutionSettings = field(default_factory=EvolutionSettings)
     llm: LLMSettings = field(default_factory=LLMSettings)
     storage: StorageSettings = field(default_factory=StorageSettings)
-    task: Any = MISSING  # conf/task/*.yaml: checked by evolve.task.task.load_task
-    hardware: Any = MISSING  # conf/hardware/*.yaml: checked by evolve.hardware
-    objective: Any = MISSING  # conf/objective/*.yaml: checked by evolve.evaluate.objective
-    backend: Any = MISSING  # conf/backend/*.yaml: read by the backend
+    task: TaskSettings = field(default_factory=TaskSettings)  # conf/task/*.yaml, checked by evolve.task.task
+    hardware: HardwareSettings = field(default_factory=HardwareSettings)  # conf/hardware/*.yaml
+    objective: ObjectiveSettings = field(default_factory=ObjectiveSettings)  # conf/objective/*.yaml
+    backend: BackendSettings = field(default_factory=BackendSettings)  # conf/backend/*.yaml
 
 
 ConfigStore.instance().store(name="evolve_schema", node=EvolveConfig)

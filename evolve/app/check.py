@@ -4,8 +4,10 @@ It loads the task, computes its reference on NumPy at every correctness size (sh
 values, integers in range, the same answer twice), runs the admission check (trivial kernels must
 fail), evaluates the traffic model, and for every seed plans every configuration at every size
 and compiles all of a small space (a sample of a large one, the default always) with NVRTC for
-the target architecture, checking each compiled kernel's parameters against the spec. It prints
-one line per problem and ends with a verdict; ``evolve`` exits 0 only when there is none.
+the target architecture, checking each compiled kernel's parameters against the spec (their sizes
+in the cubin, what they point to in the source). It prints one line per problem and ends with a
+verdict; ``evolve`` exits 0 only when there is none. The other settings are checked first, as a
+run checks them (``evolve.app.validation``).
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from evolve import dtypes
 from evolve.errors import EvolveError, SpecError, describe
 from evolve.evaluate.plan import make_plan, param_mismatch
 from evolve.hardware import Hardware, named
-from evolve.kernel.compiler import CompileError, compile_cuda, first_error, target_arch
+from evolve.kernel.compiler import CompileError, compile_cuda, first_error, nvrtc_version, target_arch
 from evolve.kernel.cubin import CubinError, inspect
+from evolve.kernel.signature import wrong_types
 from evolve.kernel.spec import Variant
 from evolve.task.correctness import admit
 from evolve.task.files import with_task_dir
@@ -93,6 +96,7 @@ def _jobs(value: Any) -> int:
 def references(task: Task, problem: Say) -> None:
     """The reference at every correctness size: it runs, returns every output with its shape,
     finite values (integers of their dtype's range for exact outputs), and the same twice."""
+    raised: dict[str, list[str]] = defaultdict(list)  # the same exception at several sizes: one line
     for i, sizes in enumerate(task.correctness_sizes):
         where = f"reference at {size_label(sizes)}"
         try:
@@ -101,10 +105,10 @@ def references(task: Task, problem: Say) -> None:
                 ref = task.expected(np, inputs, sizes)
                 again = task.expected(np, task.make_inputs(np, sizes, 1000 + i), sizes)
         except EvolveError as exc:
-            problem(f"{where}: {str(exc).splitlines()[0]}")
+            raised[str(exc).splitlines()[0]].append(size_label(sizes))
             continue
         except Exception as exc:
-            problem(f"{where}: {describe(exc)}")
+            raised[describe(exc)].append(size_label(sizes))
             continue
         for arg in task.outputs:
             r = np.asarray(ref[arg.name], dtype=np.float64)
@@ -117,6 +121,10 @@ def references(task: Task, problem: Say) -> None:
                         f"integers in [{d.range()[0]}, {d.range()[1]}]")
             elif not np.array_equal(r, np.asarray(again[arg.name], dtype=np.float64), equal_nan=True):
                 problem(f"{where}: {arg.name} differs between two calls on the same inputs")
+    for reason, where in raised.items():
+        n = len(task.correctness_sizes)
+        problem(f"reference at {where[0]}: {reason}" if len(where) == 1 else
+                f"reference: {reason} (at {len(where)} of {n} sizes, first: {where[0]})")
 
 
 def traffic(task: Task, problem: Say, say: Say) -> None:
@@ -160,11 +168,21 @@ def seeds(task: Task, hw: Hardware, problem: Say, say: Say, all_up_to: int, samp
         plan_all = len(space) * (len(task.correctness_sizes) + len(task.timing_sizes)) <= MAX_PLANS
         planned += _plan(task, hw, v, space if plan_all else pick, label, problem)
         work += [(label, v, cfg) for cfg in pick]
+    try:
+        nvrtc_version()
+    except EvolveError as exc:  # once, not once per configuration
+        problem(str(exc))
+        work = []
+    failed: dict[tuple[str, str], list[dict[str, int]]] = defaultdict(list)  # one line per mistake
     for label, cfg, reason in _compile(task, hw, work, jobs):
         if reason:
-            problem(f"{label} {_fmt(cfg)}: {reason}")
+            failed[label, reason].append(cfg)
         else:
             compiled += 1
+    for (label, reason), cfgs in failed.items():
+        n = sum(w[0] == label for w in work)
+        problem(f"{label} {_fmt(cfgs[0])}: {reason}" if len(cfgs) == 1 else
+                f"{label}: {reason} (in {len(cfgs)} of {n} configurations, first: {_fmt(cfgs[0])})")
     return (f"{len(task.seed_paths)} seed(s), {planned} configurations planned at every size, "
             f"{compiled} compiled for {', '.join(sorted(targets)) or hw.arch}")
 
@@ -235,6 +253,12 @@ def _check_cubin(task: Task, hw: Hardware, v: Variant, cfg: dict[str, int], cubi
             return f"kernel {missing[0]!r} is not in the compiled module: declare it extern \"C\" __global__"
         if reason := param_mismatch(plan, info):
             return reason
+        kinds = {a.name: a.dtype for a in task.args}
+        defines = {**dict(task.defines), **cfg}
+        for call in plan.calls:  # what the parameters point to: a cubin records only their sizes
+            names = [str(v) if kind == "buffer" else "" for kind, v in call.args]
+            if reason := wrong_types(v.source, call.kernel, names, kinds, defines):
+                return reason
     return ""
 
 

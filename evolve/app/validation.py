@@ -8,7 +8,10 @@ its seeds. Each problem is one line that names the key and what it accepts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import difflib
+import typing
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +24,7 @@ from evolve.evolution.prompts import NAMES as PROMPT_NAMES
 from evolve.hardware import named
 from evolve.kernel.spec import DEVICE_NAMES, Variant, iter_names
 from evolve.search.samplers import make_sampler
-from evolve.settings import LLMSettings, Role
+from evolve.settings import EvolveConfig, LLMSettings, Role
 from evolve.task.correctness import admit
 from evolve.task.files import with_task_dir
 from evolve.task.task import Task, load_task
@@ -35,6 +38,20 @@ _SPEC_START = "/*@evolve"
 
 def validate(c: Mapping[str, Any]) -> Task:
     """Check the resolved configuration; return its task, loaded and admitted, seeds parsed."""
+    validate_settings(c)
+    task = load_task(with_task_dir(c["task"]))
+    admit(task)
+    for path in task.seed_paths:
+        _seed(path, task)
+    return task
+
+
+def validate_settings(c: Mapping[str, Any]) -> None:
+    """Everything but the task (``backend=check`` judges that itself, one line per problem)."""
+    for key, fields in _unknown(c, EvolveConfig):  # added with +key: Hydra lets it in, nothing reads it
+        near = difflib.get_close_matches(key.rsplit(".", 1)[-1], fields)
+        raise EvolveError(f"{key} is not a setting" + (f" (did you mean {' or '.join(near)}?)" if near else
+                                                       f" (settings there: {', '.join(fields)})"))
     role = _choice(c, "role", ROLES)
     used = ["run", "task", "search", "objective", "hardware", "storage"]
     used += ["backend"] if role != "propose" else []
@@ -51,17 +68,29 @@ def validate(c: Mapping[str, Any]) -> Task:
     Objective.from_config(c["objective"])
     if c["hardware"].get("name") != "auto":
         named(c["hardware"])
+    elif given := [k for k, v in c["hardware"].items() if v not in (None, [], "auto")]:
+        raise EvolveError(f"hardware.{given[0]} is a named target's figure: hardware=auto reads the GPU "
+                          f"(name a target, e.g. hardware=h200 hardware.{given[0]}=...)")
     _storage(c)
     if role != "propose":
         _backend(c)
     if role != "evaluate":
         _llm(c, role)
         _evolution(c)
-    task = load_task(with_task_dir(c["task"]))
-    admit(task)
-    for path in task.seed_paths:
-        _seed(path, task)
-    return task
+
+
+def _unknown(c: Mapping[str, Any], schema: type, prefix: str = "") -> Iterator[tuple[str, list[str]]]:
+    """The keys of ``c`` its settings class does not have, with the ones it has; open maps
+    (``llm.prices``, ``task.args``) hold any key."""
+    hints = typing.get_type_hints(schema)
+    fields = [f.name for f in dataclasses.fields(schema)]
+    for key, value in c.items():
+        if key not in hints:
+            yield f"{prefix}{key}", fields
+            continue
+        inner = [t for t in typing.get_args(hints[key]) or (hints[key],) if dataclasses.is_dataclass(t)]
+        if inner and isinstance(value, Mapping):
+            yield from _unknown(value, inner[0], f"{prefix}{key}.")
 
 
 def _search(c: Mapping[str, Any]) -> None:
@@ -88,7 +117,12 @@ def _storage(c: Mapping[str, Any]) -> None:
 
 
 def _backend(c: Mapping[str, Any]) -> None:
-    name = _choice(c, "backend.name", BACKENDS, hint="choose backend=cupy or backend=replay")
+    name = _choice(c, "backend.name", BACKENDS, hint="choose backend=cupy, replay or check")
+    for key in _get(c, "backend.timing") or {}:  # checked on every backend: a GPU command line tried first
+        if key in ("rounds", "warmup_min", "min_samples", "max_samples"):
+            _int(c, f"backend.timing.{key}", minimum=1)
+        else:
+            _number(c, f"backend.timing.{key}", above=0)
     if name == "replay":
         if c["hardware"].get("name") == "auto":
             raise EvolveError("backend=replay needs a named hardware target such as hardware=h200 "
@@ -104,11 +138,6 @@ def _backend(c: Mapping[str, Any]) -> None:
     _number(c, "backend.compile_timeout_s", above=0)
     if _get(c, "backend.compile_ahead") != "auto":
         _int(c, "backend.compile_ahead", minimum=0, hint="or auto")
-    for key in _get(c, "backend.timing") or {}:
-        if key in ("rounds", "warmup_min", "min_samples", "max_samples"):
-            _int(c, f"backend.timing.{key}", minimum=1)
-        else:
-            _number(c, f"backend.timing.{key}", above=0)
 
 
 def _llm(c: Mapping[str, Any], role: str) -> None:

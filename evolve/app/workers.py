@@ -36,7 +36,7 @@ def start_workers(c: EvolveConfig) -> list[subprocess.Popen[bytes]]:
     procs = []
     for i in range(n):
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)] if gpus else str(i)}
-        pin = ["backend.device=0"] if "device" in c.backend else []  # the one GPU it sees
+        pin = ["backend.device=0"]  # the one GPU it sees
         cmd = [sys.executable, "-m", "evolve", *overrides, "role=evaluate", "workers=1", f"worker={i}",
                *pin, f"run.name={c.run.name}", "search.progress=false"]
         procs.append(subprocess.Popen(cmd, env=env))

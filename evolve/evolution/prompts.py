@@ -165,7 +165,8 @@ class Prompts:
         try:
             reference = inspect.getsource(self.task.reference)
         except (OSError, TypeError):
-            reference = f"# the source of {self.task.config.get('reference')} is not available\n"
+            name = self.task.config.get("reference") or self.task.name
+            reference = f"# the source of {name} is not available\n"
         user = self.t["write"].substitute(task=self._task_block, reference=reference,
                                           answer_format=self.answer_format(False))
         return [self._system(), {"role": "user", "content": user.strip()}]

@@ -1,7 +1,8 @@
 """Compiling variants with NVRTC, with an include allow-list and a cubin cache.
 
-NVRTC needs no GPU, so this runs anywhere the ``nvidia-cuda-nvrtc`` and CuPy wheels are
-installed: the worker on the GPU machine and the CPU test suite compile the same way. Generated
+NVRTC needs no GPU, so this runs anywhere the ``nvidia-cuda-nvrtc`` wheel is installed (with
+CuPy, or alone: :mod:`evolve.kernel.nvrtc`): the worker on the GPU machine and the CPU test suite compile
+the same way. Generated
 sources are data: they go to NVRTC and nowhere else, and may include only CUDA's own headers.
 """
 
@@ -264,12 +265,21 @@ def _store(path: Path, cubin: bytes) -> None:
 
 
 def _nvrtc():
+    """CuPy's NVRTC bindings, or (no CuPy: the ``check`` extra) the same calls through ctypes."""
     try:
         from cupy_backends.cuda.libs import nvrtc
         nvrtc.getVersion()
+        return nvrtc
+    except Exception as exc:
+        cupy_error = exc
+    try:
+        from evolve.kernel import nvrtc as own
+
+        own.getVersion()
+        return own
     except Exception as exc:
         raise EvolveError(
-            f"NVRTC is not available ({exc.__class__.__name__}): install cuda-evolve[cuda13] "
-            "(or [cuda12]) and nvidia-cuda-nvrtc"
+            f"NVRTC is not available ({cupy_error.__class__.__name__}, {exc.__class__.__name__}): "
+            "pip install -e '.[check]' (NVRTC alone, enough for backend=check) or '.[cuda13]' (or "
+            "'.[cuda12]') for a GPU"
         ) from None
-    return nvrtc

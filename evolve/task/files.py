@@ -11,6 +11,7 @@ folder is found from Hydra's search path. ``evolve tasks`` lists what there is.
 
 from __future__ import annotations
 
+import difflib
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from evolve.paths import CONF_DIR
 FILE_PREFIX = "file:"
 SUFFIXES = (".yaml", ".yml")
 BUILTIN_DIR = CONF_DIR / "task"
+DEPTH = ("*.y*ml", "*/*.y*ml", "*/*/*.y*ml")  # a folder, its subfolders and theirs (tasks/op/op.yaml)
+MOST_FILES = 1000  # YAML files looked at in one search
 
 
 def register_task_files(argv: Sequence[str]) -> list[str]:
@@ -34,10 +37,11 @@ def register_task_files(argv: Sequence[str]) -> list[str]:
     folder of the user's may hold it)."""
     searched = any(a.startswith(("--config-dir", "-cd", "hydra.searchpath", "--config-path", "-cp"))
                    for a in argv)
+    folders = _config_dirs(argv)
     out = []
     for arg in argv:
         if arg.startswith("task="):
-            values = arg[len("task="):].split(",")
+            values = [_in_config_dir(v, folders) for v in arg[len("task="):].split(",")]
             for v in values if not searched and "(" not in arg else ():  # not a sweep function
                 if not (_is_file(v) or (BUILTIN_DIR / f"{v}.yaml").is_file()):
                     raise EvolveError(f"unknown task {v!r}: {_known()}")
@@ -47,11 +51,35 @@ def register_task_files(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def _config_dirs(argv: Sequence[str]) -> list[Path]:
+    """The folders given with ``--config-dir DIR`` / ``-cd DIR`` (or ``--config-dir=DIR``)."""
+    out = []
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag in ("--config-dir", "-cd"):
+            if not eq and i + 1 < len(argv):
+                value = argv[i + 1]
+            if value:
+                out.append(Path(value).expanduser())
+    return out
+
+
+def _in_config_dir(value: str, folders: Sequence[Path]) -> str:
+    """A task name the user's config folder holds becomes that file's path: Hydra would otherwise
+    compose the built-in of the same name (its own config folder comes first in the search path),
+    and the user's task would be silently replaced."""
+    if _is_file(value) or "(" in value:
+        return value
+    for folder in folders:
+        for suffix in (".yaml", ".yml"):
+            if (path := folder / "task" / f"{value}{suffix}").is_file():
+                return str(path)
+    return value
+
+
 def _known(most: int = 8) -> str:
     """The tasks there are, for an error line (task files found here by their look alone)."""
-    cwd = Path.cwd()
-    files = [p for p in sorted([*cwd.glob("*.y*ml"), *cwd.glob("*/*.y*ml")])[:1000]
-             if p.suffix in SUFFIXES and _looks_like_a_task(p)]
+    files = [p for p in _yaml_files(Path.cwd()) if _looks_like_a_task(p)]
     shown = ", ".join(_relative(p) for p in files[:most]) + (", ..." if len(files) > most else "")
     here = f"; task files here: {shown}" if files else ""
     builtin = ", ".join(sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml")))
@@ -71,7 +99,7 @@ def _register(value: str) -> str:
     path = Path(value.removeprefix(FILE_PREFIX)).expanduser()
     if not path.is_file():
         raise EvolveError(f"task file {value.removeprefix(FILE_PREFIX)} not found"
-                          + (" (it is a folder: name the YAML file in it)" if path.is_dir() else ""))
+                          + (" (it is a folder: name the YAML file in it)" if path.is_dir() else _near(path)))
     path = path.resolve()
     key = f"{FILE_PREFIX}{path}"
     group, name = key.rsplit("/", 1)
@@ -84,7 +112,9 @@ def read_task_file(path: Path) -> dict[str, Any]:
     file's stem."""
     try:
         cfg = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+    except yaml.MarkedYAMLError as exc:
+        raise EvolveError(f"task file {path}{_where(exc)}") from None
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
         raise EvolveError(f"task file {path}: cannot be read ({str(exc).splitlines()[0]})") from None
     if not isinstance(cfg, dict):
         raise EvolveError(f"task file {path}: must be a YAML mapping (name, args, sizes, ...)")
@@ -134,26 +164,53 @@ class Found:
 
 
 def discover(folders: Sequence[Path]) -> list[Found]:
-    """The built-in tasks, then every task file in ``folders`` and their subfolders (one level
-    down: ``op/op.yaml`` and the ``--config-dir`` layout ``task/op.yaml``)."""
+    """The built-in tasks, then every task file in ``folders`` and two levels down (``op/op.yaml``,
+    ``tasks/op/op.yaml`` and the ``--config-dir`` layout ``task/op.yaml``)."""
     found = [_examine(p, builtin=True) for p in sorted(BUILTIN_DIR.glob("*.yaml"))]
     seen: set[Path] = set()
     for folder in folders:
-        for path in sorted([*folder.glob("*.y*ml"), *folder.glob("*/*.y*ml")]):
+        for path in _yaml_files(folder):
             path = path.resolve()
-            if path.suffix in SUFFIXES and path not in seen and path.parent != BUILTIN_DIR.resolve() \
-                    and _looks_like_a_task(path):
+            if path not in seen and path.parent != BUILTIN_DIR.resolve() and _looks_like_a_task(path):
                 seen.add(path)
                 found.append(_examine(path, builtin=False))
     return found
 
 
+def _yaml_files(folder: Path) -> list[Path]:
+    return [p for p in sorted(p for pattern in DEPTH for p in folder.glob(pattern))[:MOST_FILES]
+            if p.suffix in SUFFIXES and p.is_file()]
+
+
 def _looks_like_a_task(path: Path) -> bool:
+    """A task file, or one meant as one that YAML cannot read (listed with its problem, not left out)."""
     try:
-        cfg = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        text = path.read_text()
+        cfg = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return all(f"{key}:" in text for key in ("args", "sizes"))
+    except (OSError, UnicodeDecodeError):
         return False
     return isinstance(cfg, dict) and "args" in cfg and "sizes" in cfg
+
+
+def _where(exc: yaml.MarkedYAMLError) -> str:
+    """``:line:column: problem (context at line:column)`` for a YAML error in a task file."""
+    mark = exc.problem_mark or exc.context_mark
+    at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+    context = ""
+    if exc.context and exc.context_mark is not None:
+        context = f" ({exc.context} at {exc.context_mark.line + 1}:{exc.context_mark.column + 1})"
+    return f"{at}: not valid YAML: {exc.problem or exc.context}{context}"
+
+
+def _near(path: Path) -> str:
+    """`` (did you mean ...?)`` with the task files beside a path that does not exist."""
+    if not path.parent.is_dir():
+        return ""
+    others = {p.name: p for p in path.parent.iterdir() if p.suffix in SUFFIXES}
+    near = [n for n in others if Path(n).stem == path.stem] or difflib.get_close_matches(path.name, others)
+    return f" (did you mean {' or '.join(str(path.parent / n) for n in near)}?)" if near else ""
 
 
 def _examine(path: Path, builtin: bool) -> Found:
@@ -173,7 +230,7 @@ def list_tasks(args: Sequence[str]) -> int:
     """``evolve tasks [FOLDER ...]``: print the tasks there are; 0 when every one loads."""
     if any(a.startswith("-") for a in args):
         print("usage: evolve tasks [FOLDER ...]   (built-in tasks, and task files in the folders "
-              "given, default: the working directory, and their subfolders)")
+              "given, default: the working directory, and two levels down)")
         return 0
     folders = [Path(a).expanduser() for a in args] or [Path.cwd()]
     for f in folders:

@@ -147,8 +147,16 @@ class Task:
     def fingerprint(self) -> str:
         """Identifies the task definition, so a resumed study can refuse a changed task (its
         folder may move: where it lives is not part of what it is)."""
-        what = {k: v for k, v in self.config.items() if k != "dir"}
+        what = {k: _given(v) for k, v in self.config.items() if k != "dir" and v not in (None, "", [], {})}
         return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _given(value: Any) -> Any:
+    """A configuration without the keys left unset (None): what the settings schema fills in for a
+    key a task file leaves out does not change the task."""
+    if isinstance(value, Mapping):
+        return {k: _given(v) for k, v in value.items() if v is not None}
+    return [_given(v) for v in value] if isinstance(value, list) else value
 
 
 def size_label(sizes: Mapping[str, int]) -> str:
@@ -176,8 +184,8 @@ def load_task(cfg: Mapping[str, Any], resolve: bool = True) -> Task:
         tol = cfg.get("tolerance")
         tolerance = _tolerance(tol) if tol is not None else _default_tolerance(args)
         traffic = cfg.get("traffic") or {}
-        bytes_expr, flops_expr = Expr(traffic["bytes"]), Expr(traffic.get("flops", 0))
-        peak = str(traffic.get("peak", "memory" if flops_expr.text == "0" else "fp32"))
+        bytes_expr, flops_expr = Expr(traffic["bytes"]), Expr(traffic.get("flops") or 0)
+        peak = str(traffic.get("peak") or ("memory" if flops_expr.text == "0" else "fp32"))
         if peak not in ("memory", *PEAKS):
             raise ValueError(f"traffic.peak must be memory or one of {', '.join(PEAKS)}")
     except (KeyError, TypeError, ValueError, SpecError) as exc:
@@ -196,11 +204,11 @@ def load_task(cfg: Mapping[str, Any], resolve: bool = True) -> Task:
     seed_paths = tuple(_resolve_seed(name, str(p), base) for p in seeds)
     task = Task(
         name=name,
-        description=str(cfg.get("description", "")),
+        description=str(cfg.get("description") or ""),
         args=args,
         correctness_sizes=correctness,
         timing_sizes=timing,
-        reference=_resolve_reference(name, str(cfg.get("reference", name)), base) if resolve
+        reference=_resolve_reference(name, str(cfg.get("reference") or name), base) if resolve
         else _unresolved,
         tolerance=tolerance,
         bytes_expr=bytes_expr,

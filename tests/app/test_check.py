@@ -140,3 +140,67 @@ def test_every_built_in_task_passes_the_check(name: str) -> None:
     code, lines = check_lines({**task_config(name), "dir": str(CONF_DIR / "task")}, compile_all_up_to=8,
                       compile_sample=3)
     assert code == 0, lines
+
+
+def test_one_mistake_is_one_line(tmp_path: Path) -> None:
+    """Issue 28.7: a seed that never compiles, a reference that always raises: one line each, with a count."""
+    folder = copy("histogram", tmp_path)
+    edit(folder / "atomic.cu", "atomicAdd(&counts[values[i]], 1);", "atomicAdd(&counts[values[i]], 1)")
+    edit(folder / "refs.py", "added = ", "added = undefined_name + ")
+    code, lines = check_lines(read_task_file(folder / "histogram.yaml"))
+    problems = [ln for ln in lines if ln.startswith("problem:")]
+    assert code == 1 and len(problems) == 2, lines
+    assert re.search(r"^problem: reference: NameError: .* \(at 4 of 4 sizes, first: n=1,bins=1\)$",
+                     problems[0])
+    assert re.search(r"^problem: seed atomic.cu: .*expected a \";\".* \(in 4 of 4 configurations, first: "
+                     r"BLOCK=128\)$", problems[1]), problems[1]
+
+
+def _hiding(folder: Path, *modules: str) -> Path:
+    """A sitecustomize that makes importing these top-level modules fail (in every subprocess)."""
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(
+        "import sys\n\n\nclass Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {modules!r}:\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n\n\n"
+        "sys.meta_path.insert(0, Hide())\n")
+    return folder
+
+
+def test_check_needs_nvrtc_alone_not_cupy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28.2: after the no-GPU install plus the check extra (NVRTC alone, no CuPy), check compiles."""
+    folder = copy("bf16_rmsnorm", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    out = cli(f"task={folder / 'bf16_rmsnorm.yaml'}", "backend=check", "hardware=h200",
+              pythonpath=[_hiding(tmp_path / "hide", "cupy", "cupy_backends")])
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "check: task bf16_rmsnorm is ready" in out.stdout and "compiled for sm_90" in out.stdout
+
+
+def test_a_missing_compiler_is_said_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = copy("histogram", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    out = cli(f"task={folder / 'histogram.yaml'}", "backend=check", "hardware=h200",
+              pythonpath=[_hiding(tmp_path / "hide", "cupy", "cupy_backends", "cuda")])
+    assert out.returncode == 1, out.stdout + out.stderr
+    problems = [ln for ln in out.stdout.splitlines() if ln.startswith("problem:")]
+    assert len(problems) == 1 and "NVRTC is not available" in problems[0], problems
+    assert ".[check]" in problems[0]
+
+
+def test_a_kernel_pointing_to_the_wrong_type_is_a_problem(tmp_path: Path) -> None:
+    """Issue 28.9: float* for a bfloat16 argument compiles (the cubin has sizes, not types) but
+    computes garbage: check names it."""
+    folder = copy("bf16_rmsnorm", tmp_path)
+    edit(folder / "block_row.cu", "const __nv_bfloat16* __restrict__ w", "const float* __restrict__ w")
+    code, lines = check_lines(read_task_file(folder / "bf16_rmsnorm.yaml"))
+    assert code == 1 and any("kernel rmsnorm's parameter 2 (w) points to float, but w is bfloat16 "
+                             "(__nv_bfloat16) (in 5 of 5 configurations" in ln for ln in lines), lines
+
+
+def test_check_refuses_what_a_run_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = copy("histogram", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    out = cli(f"task={folder / 'histogram.yaml'}", "backend=check", "search.sampler=tpee")
+    assert out.returncode == 2 and "unknown search.sampler" in out.stderr, out.stdout + out.stderr

@@ -93,6 +93,18 @@ def test_without_a_gpu_or_cupy_the_advice_is_the_replay_too(in_tmp: Path) -> Non
     (("task=nosuch",), "unknown task 'nosuch': built-in tasks: bgemm, hgemm, layernorm"),
     (("llm.max_calls=-",), "llm.max_calls"),
     (("workers=two", "backend=replay", "hardware=h200", "llm=none"), "workers must be a number or auto"),
+    # issue 28.3: every group answers "did you mean", never "+key adds it" for a key nothing reads
+    (("backend.timeout=5",), "Key 'timeout' not in 'BackendSettings' (did you mean timeout_s?)"),
+    (("backend.compile_timeout=5",), "(did you mean compile_timeout_s"),
+    (("backend.timing.warmup=3",), "(did you mean warmup_ms or warmup_min?)"),
+    (("task.toleranc.atol=1",), "(did you mean tolerance?)"),
+    (("objective.reduc=first",), "(did you mean reduce?)"),
+    (("hardware.sms=3",), "hardware.sms is a named target's figure: hardware=auto reads the GPU"),
+    (("+backend.timeout=5", "backend=replay", "hardware=h200"), "backend.timeout is not a setting (did you "
+                                                                "mean timeout_s?)"),
+    (("+search.foo=5", "backend=replay", "hardware=h200"), "search.foo is not a setting (settings there: "),
+    # issue 28.11: timing settings are checked (and accepted) without a GPU too
+    (("backend=replay", "hardware=h200", "backend.timing.rounds=0"), "backend.timing.rounds must be an"),
 ])
 def test_user_errors_are_one_line(in_tmp: Path, args: tuple[str, ...], needle: str) -> None:
     out = cli(*args)
@@ -175,8 +187,15 @@ def test_a_refused_resume_keeps_the_runs_record_and_a_failed_run_logs_its_error(
     assert "task:" in (in_tmp / "runs/a/.hydra/config.yaml").read_text()
 
     one_line_error(cli(*replay, "run.name=b", "search.n_trials=-1"), "search.n_trials")
-    log = (in_tmp / "runs/b/evolve.log").read_text()  # was: empty
-    assert "[ERROR] - evolve: search.n_trials must be an integer >= 0, got -1" in log
+    assert not (in_tmp / "runs/b").exists()  # issue 28.10: a run that never started leaves no folder
+
+
+def test_checks_and_refused_commands_leave_no_run_folder(in_tmp: Path) -> None:
+    """Issue 28.10: runs/<task>-<date>/ holding an empty evolve.log piled up, one per command."""
+    assert cli("task=vector_add", "backend=check", "hardware=h200").returncode == 0
+    one_line_error(cli("task=vector_add", "backend=replay", "hardware=a100"), "no recorded measurements")
+    one_line_error(cli("task=vector_add", "search.n_trials=-1"), "search.n_trials")
+    assert not list((in_tmp / "runs").glob("*")), list((in_tmp / "runs").iterdir())
 
 
 def test_the_configuration_is_an_artifact_and_the_attributes_stay_short(in_tmp: Path) -> None:
@@ -200,3 +219,10 @@ def test_a_slurm_sweep_where_there_is_no_slurm_is_one_line(in_tmp: Path) -> None
     out = cli("-m", "hydra/launcher=evolve_slurm", "worker=0,1", "role=evaluate", "backend.device=0",
               "task=sgemm", "run.name=big")
     one_line_error(out, "submits the jobs to SLURM, and this machine has no sbatch")
+
+
+def test_a_gpu_command_line_can_be_tried_first_without_a_gpu(in_tmp: Path) -> None:
+    """Issue 28.11: backend.timing.* is accepted by backend=replay (which ignores it), not refused."""
+    out = cli("task=vector_add", "backend=replay", "hardware=h200", "llm=none", "search.n_trials=1",
+              "backend.timing.rounds=3", "backend.timing.warmup_ms=10", "backend.compile_timeout_s=30")
+    assert out.returncode == 0, out.stderr

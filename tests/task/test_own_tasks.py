@@ -160,3 +160,48 @@ def test_an_unknown_task_name_lists_the_tasks_there_are(elsewhere: Path,
         "softmax, transpose, vector_add; task files here: row_argmax/row_argmax.yaml (a task file is named "
         "by its path: task=path/to/op.yaml)")
     assert cli("-m", "task=softmax,nope").stderr.startswith("evolve: unknown task 'nope'")
+
+
+def test_a_config_dir_task_with_a_built_in_name_is_the_users(elsewhere: Path) -> None:
+    """Issue 28.1: DIR/task/hgemm.yaml is the task asked for, not the built-in hgemm."""
+    shutil.copytree(OWN / "row_argmax", elsewhere / "task")
+    (elsewhere / "task" / "row_argmax.yaml").rename(elsewhere / "task" / "hgemm.yaml")
+    for args in (("--config-dir", str(elsewhere)), (f"--config-dir={elsewhere}",), ("-cd", str(elsewhere))):
+        out = cli("--cfg", "job", *args, "task=hgemm")
+        assert out.returncode == 0, out.stderr
+        cfg = yaml.safe_load(out.stdout)["task"]
+        own = yaml.safe_load((elsewhere / "task" / "hgemm.yaml").read_text())
+        assert sorted(cfg["args"]) == sorted(own["args"])
+        assert cfg["dir"] == str((elsewhere / "task").resolve())
+
+
+def test_without_a_gpu_a_task_of_ones_own_is_pointed_to_the_check(elsewhere: Path) -> None:
+    """Issue 28.5: no recordings exist for it, so not the replay: the check, with its path."""
+    if shutil.which("nvidia-smi") and "GPU " in subprocess.run(
+            ["nvidia-smi", "--list-gpus"], capture_output=True, text=True).stdout:
+        pytest.skip("this machine has a GPU")
+    path = own_task("row_argmax", elsewhere)
+    out = cli(f"task={path}", "llm=none")
+    assert out.returncode == 2, out.stderr
+    assert f"Without a GPU, check the task (reference, seeds, compiles): evolve task={path} backend=check" \
+        in out.stderr and "backend=replay" not in out.stderr, out.stderr
+
+
+def test_a_broken_task_file_is_found_and_said_with_its_line(elsewhere: Path) -> None:
+    """Issue 28.8: line and column of the YAML error; `evolve tasks` lists the file (two levels down
+    too); a path that does not exist names the file meant."""
+    (elsewhere / "ops").mkdir()
+    path = own_task("row_argmax", elsewhere / "ops")  # tasks/ops/row_argmax/row_argmax.yaml
+    text = path.read_text().replace("seeds: [naive.cu]", "seeds: [naive.cu")
+    path.write_text(text)
+    line = 1 + text[:text.index("seeds: [naive.cu")].count("\n")
+    with pytest.raises(EvolveError, match=rf"{path}:{line + 1}:1: not valid YAML: expected ',' or ']'.* "
+                                          rf"\(while parsing a flow sequence at {line}:8\)"):
+        read_task_file(path)
+    out = cli("tasks", str(elsewhere))
+    assert out.returncode == 1
+    assert any(str(path) in ln and f"PROBLEM: task file {path}:{line + 1}:1: not valid YAML" in ln
+               for ln in out.stdout.splitlines()), out.stdout
+    out = cli(f"task={path.with_suffix('.yml')}")
+    assert out.stderr.strip() == (f"evolve: task file {path.with_suffix('.yml')} not found "
+                                  f"(did you mean {path}?)")

@@ -18,7 +18,8 @@ from conftest import task
 from test_cli import cli
 
 from evolve.kernel.compiler import compile_cuda
-from evolve.results.usage import Kernel, best_py, bind
+from evolve.results.bestpy import best_py
+from evolve.results.usage import Kernel, bind
 from evolve.task.files import read_task_file
 from evolve.task.task import Task, load_task
 

@@ -141,7 +141,7 @@ class Kernel:
     def _refuse(self, values: Sequence[Any]) -> None:
         """Raise the one-line error for PyTorch arguments the fast path's checks refuse."""
         arrays = {a.name: v for a, v in zip(self.task.args, values, strict=True) if v is not None}
-        self._check(arrays, _device(arrays[self.task.inputs[0].name]))
+        self._check(arrays, None)
 
     # ---- pieces --------------------------------------------------------------------------
     def _arguments(self, args: Sequence[Any], kwargs: Mapping[str, Any]
@@ -174,16 +174,17 @@ class Kernel:
                                 f"{type(v).__name__}")
         return arrays, sizes
 
-    def _check(self, arrays: Mapping[str, Any], device: int) -> None:
-        for arg in self.task.args:
-            a = arrays.get(arg.name)
-            if a is None:
-                continue
+    def _check(self, arrays: Mapping[str, Any], device: int | None) -> None:
+        """Dtypes, then device (the first argument's, where None) and contiguity: one line each."""
+        given = [(arg, arrays[arg.name]) for arg in self.task.args if arrays.get(arg.name) is not None]
+        for arg, a in given:
             if not _accepts(arg, a):
                 raise TypeError(f"{self.task.name}: {arg.name} must be {arg.dtype}, got {dtype_name(a)}")
+        for arg, a in given:
+            device = _device(a) if device is None else device
             if _device(a) != device:
-                raise ValueError(f"{self.task.name}: {arg.name} is on another device than "
-                                 f"{self.task.args[0].name} (all arrays on one GPU)")
+                raise ValueError(f"{self.task.name}: {arg.name} is on GPU {_device(a)}, the first array "
+                                 f"on GPU {device} (all arrays on one GPU)")
             if not _contiguous(a):
                 raise ValueError(f"{self.task.name}: {arg.name} must be contiguous (row-major); "
                                  "use .contiguous() or cupy.ascontiguousarray")

@@ -125,7 +125,9 @@ class TorchPath:
                                 f"on cuda:{device}")
         for index, shape, _ in prepared.geometry.outputs:
             values[index] = self._torch.empty(shape, dtype=self._dtypes[index], device=first.device)
-        launch(prepared, [v.data_ptr() for v in values], stream)
+        pointers = [v.data_ptr() for v in values]
+        with self._lock:  # the holders are shared: one thread writes and launches at a time
+            launch(prepared, pointers, stream)
         return values
 
     def _prepare(self, key: tuple[Any, ...], device: int, values: Sequence[Any],
@@ -140,7 +142,7 @@ class TorchPath:
         geo = geometry(self.task, [None if v is None else tuple(v.shape) for v in values], sizes, plan)
         loaded = holder["loaded"]
         scratch = [torch.empty(max(1, s.count * dtypes.get(s.dtype).itemsize), dtype=torch.uint8,
-                               device=values[0].device) for s in geo.plan.scratch]
+                               device=values[self._first].device) for s in geo.plan.scratch]
         fixed = {s.name: t.data_ptr() for s, t in zip(geo.plan.scratch, scratch, strict=True)}
         slots = {a.name: i for i, a in enumerate(self.task.args)}
         launches = [(int(loaded.functions[c.kernel].ptr), Packed(c, slots, fixed), c, _cluster_config(c))

@@ -143,3 +143,29 @@ def test_a_task_without_a_module_entry_forwards_its_inputs(tmp_path: Path) -> No
 def test_a_module_entry_that_cannot_be_a_model_new_is_one_line(module: dict, error: str) -> None:
     with pytest.raises(ValueError, match=error):
         module_spec(load_task({**dict(task("layernorm").config), "module": module}, resolve=False))
+
+
+def test_model_new_compiles_into_one_graph_through_its_custom_op(tmp_path: Path) -> None:
+    """Traced on meta tensors (the op's fake implementation): no GPU needed to see the graph."""
+    torch = pytest.importorskip("torch")
+    t = load_task({**dict(task("layernorm").config), "module": LN_MODULE})
+    best = import_file(write_best(t, tmp_path / "ln"), "best_ln_compile")
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(64, 64)
+            self.norm = best.ModelNew(64)
+
+        def forward(self, x):
+            return self.norm(torch.relu(self.fc(x))) * 2
+
+    block = Block().to("meta")
+    x = torch.empty(8, 64, device="meta")
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(block)(x)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    y = torch.compile(block, fullgraph=True, backend="eager")(x)
+    assert y.shape == (8, 64) and y.device.type == "meta"
+    again = import_file(write_best(t, tmp_path / "again"), "best_ln_compile_again")  # the same kernel
+    assert again.ModelNew(64)._op is block.norm._op

@@ -21,7 +21,9 @@ traces it, so a compiled model has no graph break.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
 import operator
 import re
 from collections.abc import Mapping
@@ -94,6 +96,8 @@ def model_class(kernel: Any) -> Any:
     forward_at = [index[n] for n in spec.forward]
     n_args, returned = len(task.args), kernel._returned
     given = kernel.size_parameters(task)
+    op_inputs = [index[a.name] for a in task.inputs]
+    fresh_at = {index[a.name] for a in task.fresh_outputs}
     P = inspect.Parameter
     init_signature = inspect.Signature([P(p.name, P.POSITIONAL_OR_KEYWORD, **(
         {"default": p.value} if p.size is None else {})) for p in spec.init])
@@ -128,8 +132,9 @@ def model_class(kernel: Any) -> Any:
                 owner, leaf = _owner(self, key)
                 owner.register_parameter(leaf, torch.nn.Parameter(
                     torch.zeros(shape, dtype=getattr(torch, arg.dtype)), requires_grad=False))
-                self._slots.append((index[arg_name], owner._parameters, leaf))
+                self._slots.append((index[arg_name], owner, leaf))
             self._sizes_call = {s: v for s, v in self.sizes.items() if s in given}
+            self._op = _op(kernel)  # registered here, not while torch.compile traces forward
 
         def forward(self, *inputs: Any) -> Any:
             if len(inputs) != len(forward_at):
@@ -138,10 +143,15 @@ def model_class(kernel: Any) -> Any:
             values: list[Any] = [None] * n_args
             for i, v in zip(forward_at, inputs, strict=True):
                 values[i] = v
-            for i, params, leaf in self._slots:
-                values[i] = params[leaf]
-            if torch.compiler.is_compiling():
-                return _through_op(kernel, task, values, self._sizes_call)
+            if torch.compiler.is_compiling():  # the custom op, which the compiler traces by its fake
+                for i, owner, leaf in self._slots:
+                    values[i] = getattr(owner, leaf)
+                made = self._op(*[values[i] for i in op_inputs], *[self.sizes[s] for s in given])
+                fresh = iter(made if isinstance(made, tuple) else () if made is None else (made,))
+                result = tuple(next(fresh) if i in fresh_at else values[i] for i in returned)
+                return result[0] if len(result) == 1 else result
+            for i, owner, leaf in self._slots:
+                values[i] = owner._parameters[leaf]
             values = kernel.launch_torch(values, self._sizes_call)
             out = tuple(values[i] for i in returned)
             return out[0] if len(out) == 1 else out
@@ -165,13 +175,16 @@ def _owner(module: Any, key: str) -> tuple[Any, str]:
     return module, leaf
 
 
-def _through_op(kernel: Any, task: Task, values: list[Any], sizes: Mapping[str, int]) -> Any:
-    """forward inside torch.compile: the custom op, which the compiler traces by its fake."""
-    op = kernel.torch_op()
-    where = {a.name: i for i, a in enumerate(task.args)}
-    made = op(*[values[where[a.name]] for a in task.inputs],
-              *[sizes[s] for s in kernel.size_parameters(task)])
-    fresh = made if isinstance(made, tuple) else () if made is None else (made,)
-    outs = iter(fresh)
-    result = tuple(next(outs) if a.role == "output" else values[where[a.name]] for a in task.outputs)
-    return result[0] if len(result) == 1 else result
+_ops: dict[str, Any] = {}  # by kernel: one registration per process (custom ops cannot be redefined)
+
+
+def _op(kernel: Any) -> Any:
+    """The kernel's custom op, named by what it computes, so that two best.py files of different
+    runs may be loaded together and two of the same run share it."""
+    from evolve.results.bestpy import function_name
+
+    digest = hashlib.sha256(json.dumps([kernel.source, kernel.tunables, dict(kernel.task.config)],
+                                       sort_keys=True, default=str).encode()).hexdigest()[:12]
+    if digest not in _ops:
+        _ops[digest] = kernel.torch_op("cuda_evolve_model", f"{function_name(kernel.task)}_{digest}")
+    return _ops[digest]

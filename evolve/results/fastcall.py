@@ -23,7 +23,7 @@ from typing import Any
 
 from evolve import dtypes
 from evolve.evaluate.plan import Call, Plan
-from evolve.task.task import Task
+from evolve.task.task import Task, size_label
 
 _MAX_CACHED = 256  # shapes kept per kernel: a model calls it at a handful
 
@@ -55,6 +55,36 @@ class Packed:
             holder.value = pointers[index]
 
 
+def bind(task: Task, shapes: Mapping[str, Sequence[int]], sizes: Mapping[str, int] | None = None
+         ) -> dict[str, int]:
+    """The problem sizes that give the arguments these shapes (a size that no dimension names
+    plainly must be given); ValueError says which argument does not fit."""
+    names = list(task.correctness_sizes[0])
+    found: dict[str, int] = {k: int(v) for k, v in (sizes or {}).items()}
+    if unknown := set(found) - set(names):
+        raise ValueError(f"{task.name}: unknown size(s) {sorted(unknown)}; the sizes are {', '.join(names)}")
+    for arg in task.args:
+        shape = shapes.get(arg.name)
+        if shape is None:
+            continue
+        if len(shape) != len(arg.shape):
+            raise ValueError(f"{task.name}: {arg.name} must have {len(arg.shape)} dimensions "
+                             f"[{', '.join(e.text for e in arg.shape)}], got shape {tuple(shape)}")
+        for e, dim in zip(arg.shape, shape, strict=True):
+            if e.text in names and found.setdefault(e.text, int(dim)) != int(dim):
+                raise ValueError(f"{task.name}: {arg.name} has {e.text} = {dim} but another argument "
+                                 f"(or the call) says {e.text} = {found[e.text]}")
+    if missing := [n for n in names if n not in found]:
+        raise ValueError(f"{task.name}: give {', '.join(f'{n}=...' for n in missing)} (no argument's "
+                         "shape says it)")
+    for arg in task.args:
+        shape = shapes.get(arg.name)
+        if shape is not None and tuple(int(d) for d in shape) != (want := task.shape(arg, found)):
+            raise ValueError(f"{task.name}: {arg.name} must have shape {want} at {size_label(found)}, "
+                             f"got {tuple(shape)}")
+    return found
+
+
 @dataclass(frozen=True)
 class Geometry:
     """What a shape fixes: the sizes, the plan and the outputs to allocate (index, shape, dtype)."""
@@ -68,8 +98,6 @@ def geometry(task: Task, shapes: Sequence[tuple[int, ...] | None], sizes: Mappin
              plan: Callable[[dict[str, int]], Plan]) -> Geometry:
     """Bind the sizes from the shapes of the arguments given (None: an output to allocate) and
     make the plan; ValueError says which argument does not fit."""
-    from evolve.results.usage import bind
-
     given = {a.name: s for a, s in zip(task.args, shapes, strict=True) if s is not None}
     bound = bind(task, given, sizes)
     outputs = tuple((i, task.shape(a, bound), a.dtype) for i, (a, s) in enumerate(zip(task.args, shapes,

@@ -29,37 +29,8 @@ from evolve.evaluate.plan import Plan, make_plan
 from evolve.hardware import Hardware
 from evolve.kernel.spec import Variant
 from evolve.results.bestpy import function_name, op_schema, plain_name
+from evolve.results.fastcall import bind
 from evolve.task.task import Arg, Task, load_task, size_label
-
-
-def bind(task: Task, shapes: Mapping[str, Sequence[int]], sizes: Mapping[str, int] | None = None
-         ) -> dict[str, int]:
-    """The problem sizes that give the arguments these shapes (a size that no dimension names
-    plainly must be given); ValueError says which argument does not fit."""
-    names = list(task.correctness_sizes[0])
-    found: dict[str, int] = {k: int(v) for k, v in (sizes or {}).items()}
-    if unknown := set(found) - set(names):
-        raise ValueError(f"{task.name}: unknown size(s) {sorted(unknown)}; the sizes are {', '.join(names)}")
-    for arg in task.args:
-        shape = shapes.get(arg.name)
-        if shape is None:
-            continue
-        if len(shape) != len(arg.shape):
-            raise ValueError(f"{task.name}: {arg.name} must have {len(arg.shape)} dimensions "
-                             f"[{', '.join(e.text for e in arg.shape)}], got shape {tuple(shape)}")
-        for e, dim in zip(arg.shape, shape, strict=True):
-            if e.text in names and found.setdefault(e.text, int(dim)) != int(dim):
-                raise ValueError(f"{task.name}: {arg.name} has {e.text} = {dim} but another argument "
-                                 f"(or the call) says {e.text} = {found[e.text]}")
-    if missing := [n for n in names if n not in found]:
-        raise ValueError(f"{task.name}: give {', '.join(f'{n}=...' for n in missing)} (no argument's "
-                         "shape says it)")
-    for arg in task.args:
-        shape = shapes.get(arg.name)
-        if shape is not None and tuple(int(d) for d in shape) != (want := task.shape(arg, found)):
-            raise ValueError(f"{task.name}: {arg.name} must have shape {want} at {size_label(found)}, "
-                             f"got {tuple(shape)}")
-    return found
 
 
 def dtype_name(array: Any) -> str:

@@ -247,3 +247,15 @@ def test_model_new_in_torch_compile_has_no_graph_break(tmp_path: Path) -> None:
     compiled = torch.compile(new, fullgraph=True)  # a graph break is an error
     torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
     assert torch._dynamo.explain(new)(x).graph_break_count == 0
+
+
+def test_the_bench_measures_call_overhead_side_by_side(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from evolve.bench.overhead import call_overhead
+
+    res = call_overhead(["softmax", "reduce_sum"], {"softmax": [{"rows": 64, "cols": 1024}],
+                                                    "reduce_sum": [{"n": 4096}]}, tmp_path, 200)
+    impls = {(r["task"], r["implementation"]) for r in res["rows"]}
+    assert {i for _, i in impls} == {"torch", "best.py", "ModelNew", "custom op"} and len(impls) == 8
+    assert all(0 < r["host_us"] <= r["wall_us"] * 1.5 for r in res["rows"])
+    assert all(r["host_us"] <= 15 for r in res["rows"] if r["implementation"] in ("best.py", "ModelNew"))

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import shutil
 import struct
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +18,8 @@ import pytest
 from conftest import task
 from test_usage import import_file, write_best
 
+from evolve.bench.overhead import table
+from evolve.bench.report import markdown
 from evolve.evaluate.plan import Call, Plan, make_plan, param_mismatch
 from evolve.hardware import catalog
 from evolve.kernel.compiler import compile_cuda
@@ -169,3 +174,18 @@ def test_model_new_compiles_into_one_graph_through_its_custom_op(tmp_path: Path)
     assert y.shape == (8, 64) and y.device.type == "meta"
     again = import_file(write_best(t, tmp_path / "again"), "best_ln_compile_again")  # the same kernel
     assert again.ModelNew(64)._op is block.norm._op
+
+
+def test_the_bench_s_overhead_table_and_its_section(tmp_path: Path) -> None:
+    rows = [{"task": "softmax", "size": "rows=64,cols=1024", "implementation": impl, "host_us": host,
+             "wall_us": host + 1, "over_torch_us": host - 8.0}
+            for impl, host in [("torch", 8.0), ("ModelNew", 11.5)]]
+    text = table(rows)
+    assert "| softmax | rows=64,cols=1024 | ModelNew | 11.5 | 12.5 | +3.5 |" in text
+    md = markdown({"overhead": {"rows": rows, "table": text}})
+    assert "## Call overhead from PyTorch" in md and text in md
+    if shutil.which("nvidia-smi"):
+        return  # the section would run
+    out = subprocess.run([sys.executable, "-m", "evolve.bench", "sections=[overhead]", f"out={tmp_path}"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "need an NVIDIA GPU" in out.stderr and "Traceback" not in out.stderr

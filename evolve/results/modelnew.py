@@ -16,7 +16,9 @@ state_dict keys (dotted keys make submodules), so ``ModelNew(*args).load_state_d
 model.state_dict())`` loads a Model's; they are inference-only (``requires_grad=False``: the
 kernel has no backward). ``forward`` returns the task's outputs and inouts (one, or a tuple) by
 the fast path (:mod:`evolve.results.fastcall`), and through the custom op when ``torch.compile``
-traces it, so a compiled model has no graph break.
+traces it, so a compiled model has no graph break. The op is registered when a ModelNew is made
+(not while the compiler traces), once per kernel and process, as
+``torch.ops.cuda_evolve_model.<task>_<digest of the kernel, its tunables and the task>``.
 """
 
 from __future__ import annotations

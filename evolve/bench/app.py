@@ -26,7 +26,7 @@ from evolve.errors import EvolveError
 from evolve.paths import BENCH_CONF_DIR
 
 log = logging.getLogger("evolve.bench")
-SECTIONS = ("speed", "efficiency", "throughput", "agent")
+SECTIONS = ("speed", "efficiency", "throughput", "agent", "overhead")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -36,7 +36,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     if unknown:
         raise EvolveError(f"unknown bench section(s) {sorted(unknown)}; choose from {list(SECTIONS)}")
     out = Path(c["out"])
-    gpu = bool({"speed", "throughput"} & set(c["sections"]))
+    gpu = bool({"speed", "throughput", "overhead"} & set(c["sections"]))
     previous = out / "results.json"  # sections measured earlier into the same folder are kept
     results: dict[str, Any] = json.loads(previous.read_text()) if previous.is_file() else {}
     results.update({"date": dt.date.today().isoformat(), "preset": c.get("preset"),
@@ -56,6 +56,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             results["throughput"] = _throughput(c, out, results.get("speed"))
         if "agent" in c["sections"]:
             results["agent"] = _agent(c["agent"])
+        if "overhead" in c["sections"]:
+            from evolve.bench.overhead import call_overhead
+
+            o = c["overhead"]
+            results["overhead"] = call_overhead(list(o["tasks"]), dict(o["sizes"]), out, int(o["calls"]))
     finally:  # what was measured so far is kept, whatever stops the bench
         report.write(results, out)
     for line in report.targets(results):

@@ -43,6 +43,10 @@ def markdown(r: dict[str, Any]) -> str:
         lines += _throughput(r["throughput"])
     if r.get("agent"):
         lines += ["## What the model did (from the runs' record)", "", r["agent"]["table"], ""]
+    if r.get("overhead"):
+        lines += ["## Call overhead from PyTorch (best.py, ModelNew, the custom op, the torch op; "
+                  "host: back-to-back calls nothing waits for; wall: with the GPU's work)", "",
+                  r["overhead"]["table"], ""]
     lines += ["## Targets", "", *(f"- {t}" for t in targets(r)), ""]
     return "\n".join(lines)
 

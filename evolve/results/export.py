@@ -23,8 +23,8 @@ from evolve.evaluate.plan import make_plan
 from evolve.hardware import Hardware
 from evolve.record.schema import ORIGIN, Attr, Op, counts_toward_budget, fastest_per_variant, winner
 from evolve.record.variants import VariantStore
+from evolve.results.bestpy import best_py
 from evolve.results.lineage import write_lineage
-from evolve.results.usage import best_py
 from evolve.results.verify import Verification
 from evolve.task.task import Task, size_label
 

@@ -12,7 +12,7 @@ def test_every_cuda_name_the_evaluator_uses_exists() -> None:
         from cupy_backends.cuda.api import driver, runtime
     except ImportError:
         pytest.skip("CuPy not installed (pip install -e '.[test]')")
-    src = "\n".join(p.read_text() for p in (PACKAGE_DIR / "backends").glob("*.py"))
+    src = "\n".join(p.read_text() for p in (PACKAGE_DIR / "evaluate").rglob("*.py"))
     for name, module in (("runtime", runtime), ("driver", driver)):
         used = set(re.findall(rf"\b{name}\.(\w+)", src))
         assert used, name

@@ -1,10 +1,14 @@
 """best.py on the GPU (pytest -m gpu): the winner launched on CuPy arrays and PyTorch tensors at
 sizes the search never saw, on PyTorch's current stream, bfloat16 and inout arguments, clear
-errors, the torch.library op inside torch.compile, and a PyTorch module's function replaced."""
+errors, the torch.library op inside torch.compile, a PyTorch module's function replaced, and
+ModelNew: equal to the Model, at most 15 µs a call, captured in a CUDA graph (with a two-kernel
+plan and its scratch), compiled without a graph break."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -133,3 +137,124 @@ def test_a_module_function_replaced_by_the_tuned_kernel(tmp_path: Path) -> None:
     want = model(x)
     model.norm.forward = lambda h: best.layernorm(h.contiguous(), model.norm.weight, model.norm.bias)
     torch.testing.assert_close(model(x), want, atol=1e-4, rtol=1e-4)
+
+
+def _ln_module(tmp_path: Path, name: str) -> ModuleType:
+    from tests.results.test_usage_fastcall import LN_MODULE
+
+    return import_file(write_best(load_task({**dict(task("layernorm").config), "module": LN_MODULE}),
+                                  tmp_path / name), name)
+
+
+def test_model_new_equals_the_model_it_replaces(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    best = _ln_module(tmp_path, "gpu_best_ln_modelnew")
+    model = torch.nn.LayerNorm(768).cuda()
+    with torch.no_grad():
+        model.weight.normal_()
+        model.bias.normal_()
+    new = best.ModelNew(768).cuda()
+    new.load_state_dict(model.state_dict())
+    for rows in (1, 7, 4096):
+        x = torch.randn(rows, 768, device="cuda") * 3 + 1
+        torch.testing.assert_close(new(x), model(x), atol=1e-4, rtol=1e-4)
+
+
+def test_a_multi_kernel_plan_with_scratch_on_tensors_and_one_plan_per_shape(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    best = import_file(write_best(task("reduce_sum"), tmp_path / "r", seed=1), "gpu_best_sum_fast")
+    for n in (1, 37, 4099, 1_000_003, 37, 4099):
+        x = torch.rand(n, device="cuda", dtype=torch.float64).float() + 1
+        torch.testing.assert_close(best.reduce_sum(x)[0].double(), x.double().sum(), rtol=1e-4, atol=0)
+    assert len(best.kernel._torch_path._cache) == 4  # per shape (and stream), made once
+
+
+def _host_us(fn: Callable[[], object], calls: int = 2000) -> float:
+    """Host time per call, best of 5 (nothing waits for the GPU inside the loop)."""
+    import time
+
+    import torch
+
+    best = float("inf")
+    for _ in range(5):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
+    torch.cuda.synchronize()
+    return best
+
+
+def test_a_call_costs_at_most_15_us_on_the_host(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    best = _ln_module(tmp_path, "gpu_best_ln_overhead")
+    x = torch.randn(1, 256, device="cuda")
+    g, b = torch.randn(256, device="cuda"), torch.randn(256, device="cuda")
+    y = torch.empty(1, 256, device="cuda")
+    new = best.ModelNew(256).cuda()
+    figures = {"best.py": _host_us(lambda: best.layernorm(x, g, b)),
+               "best.py into y": _host_us(lambda: best.layernorm(x, g, b, y=y)),
+               "ModelNew": _host_us(lambda: new(x))}
+    assert all(us <= 15.0 for us in figures.values()), figures
+
+
+def test_calls_are_captured_in_a_cuda_graph(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    summed = import_file(write_best(task("reduce_sum"), tmp_path / "r", seed=1), "gpu_best_sum_graph")
+    ln = _ln_module(tmp_path, "gpu_best_ln_graph")
+    new = ln.ModelNew(512).cuda()
+    x, v = torch.randn(64, 512, device="cuda"), torch.rand(1_000_003, device="cuda") + 1
+    out = torch.empty(1, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up: compile, load, plan
+        new(x)
+        summed.reduce_sum(v, out=out)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = new(x)
+        summed.reduce_sum(v, out=out)
+    for _ in range(3):
+        x.copy_(torch.randn_like(x))
+        v.copy_(torch.rand_like(v) + 1)
+        graph.replay()
+        torch.cuda.synchronize()
+        want = torch.nn.functional.layer_norm(x, (512,), new.weight, new.bias, eps=1e-5)
+        torch.testing.assert_close(y, want, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(out[0].double(), v.double().sum(), rtol=1e-4, atol=0)
+
+
+def test_model_new_in_torch_compile_has_no_graph_break(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    best = _ln_module(tmp_path, "gpu_best_ln_compile")
+
+    class Block(torch.nn.Module):
+        def __init__(self, norm: torch.nn.Module) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(256, 256)
+            self.norm = norm
+
+        def forward(self, x):
+            return self.norm(torch.relu(self.fc(x))) * 2
+
+    model = Block(torch.nn.LayerNorm(256)).cuda()
+    new = Block(best.ModelNew(256)).cuda()
+    new.load_state_dict(model.state_dict())
+    x = torch.randn(64, 256, device="cuda")
+    compiled = torch.compile(new, fullgraph=True)  # a graph break is an error
+    torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+    assert torch._dynamo.explain(new)(x).graph_break_count == 0
+
+
+def test_the_bench_measures_call_overhead_side_by_side(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from evolve.bench.overhead import call_overhead
+
+    res = call_overhead(["softmax", "reduce_sum"], {"softmax": [{"rows": 64, "cols": 1024}],
+                                                    "reduce_sum": [{"n": 4096}]}, tmp_path, 200)
+    impls = {(r["task"], r["implementation"]) for r in res["rows"]}
+    assert {i for _, i in impls} == {"torch", "best.py", "ModelNew", "custom op"} and len(impls) == 8
+    assert all(0 < r["host_us"] <= r["wall_us"] * 1.5 for r in res["rows"])
+    assert all(r["host_us"] <= 15 for r in res["rows"] if r["implementation"] in ("best.py", "ModelNew"))

@@ -22,7 +22,7 @@ from evolve.cli import run
 from evolve.paths import CONF_DIR, ROOT
 from evolve.record.schema import Attr, counts_toward_budget
 from evolve.record.variants import VariantStore
-from evolve.results.usage import best_py
+from evolve.results.bestpy import best_py
 from evolve.task.task import Task
 
 
@@ -82,9 +82,9 @@ def finished(name: str) -> list[optuna.trial.FrozenTrial]:
     return [t for t in study(name).trials if counts_toward_budget(t)]
 
 
-def write_best(t: Task, folder: Path, tunables: dict[str, int] | None = None) -> Path:
-    """best.cu, best.json and best.py for a task's first seed, as an export writes them."""
-    v = t.seeds()[0]
+def write_best(t: Task, folder: Path, tunables: dict[str, int] | None = None, seed: int = 0) -> Path:
+    """best.cu, best.json and best.py for one of a task's seeds, as an export writes them."""
+    v = t.seeds()[seed]
     cfg = dict(tunables if tunables is not None else v.spec.default)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "best.cu").write_text(v.with_defines(cfg, t.defines))

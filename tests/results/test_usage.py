@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import inspect
 import json
+import keyword
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from evolve.kernel.compiler import compile_cuda
+from evolve.results.bestpy import RESERVED, function_name
 from evolve.results.usage import Kernel, bind
 from evolve.task.files import read_task_file
 from evolve.task.task import load_task
@@ -93,3 +96,67 @@ def test_the_torch_op_has_the_task_schema_and_output_shapes(tmp_path: Path) -> N
     out = rop(torch.empty(3, 9, device="meta", dtype=torch.bfloat16), torch.empty(9, device="meta",
                                                                                  dtype=torch.bfloat16))
     assert out.shape == (3, 9) and out.dtype == torch.bfloat16
+
+
+HOSTILE = [
+    'C:\\users\\underline \\N{oops} \\x \\', "'''", '"', '{fn}',  # escapes: a SyntaxError in a docstring
+    '""";__import__("pathlib").Path(r"MARK").touch();"""',  # a statement on import
+    "'''; __import__('pathlib').Path(r'MARK').touch(); '''",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_no_text_of_the_task_reaches_best_py_as_code(tmp_path: Path, text: str) -> None:
+    mark = tmp_path / "INJECTED"
+    payload = text.replace("MARK", str(mark))
+    base = dict(task("layernorm").config)
+    args = {f"x{payload}": base["args"]["x"], **{k: v for k, v in base["args"].items() if k != "x"}}
+    cfg = {**base, "name": f'ln"{payload}', "description": payload, "args": args,
+           "defines": {"EPS": f"1.0e-5f /* {payload} */"}}
+    t = load_task(cfg)
+    path = write_best(t, tmp_path / "b")
+    source = path.read_text()
+    compile(source, str(path), "exec")  # no SyntaxError
+    assert str(mark) not in source and (len(payload) < 8 or payload not in source)  # none of it
+    best = import_file(path, f"best_hostile_{HOSTILE.index(text)}")
+    assert not mark.exists()
+    name = function_name(t)
+    assert name.startswith("ln") and re.fullmatch(r"[A-Za-z0-9_]+", name)
+    fn = getattr(best, name)
+    with pytest.raises(TypeError, match="needs"):
+        fn()  # the old best.py ran a statement from the description here
+    assert not mark.exists()
+    assert payload in fn.__doc__ and f"x{payload}: input float32[rows, cols]" in fn.__doc__
+    assert str(inspect.signature(fn)) == "(*args, **kwargs)"  # a name that is no identifier
+    assert best.kernel.task.defines == (("EPS", f"1.0e-5f /* {payload} */"),)
+    assert best.register_torch_op.__doc__.startswith("Register the kernel")
+
+
+def test_a_task_named_like_best_py_s_own_names_does_not_replace_them(tmp_path: Path) -> None:
+    for name in ("kernel", "ModelNew", "class", "9lives", "__init__"):
+        t = load_task({**dict(task("layernorm").config), "name": name})
+        fn = function_name(t)
+        assert fn.isidentifier() and not keyword.iskeyword(fn) and fn not in RESERVED, fn
+        best = import_file(write_best(t, tmp_path / name), f"best_named_{fn}")
+        assert isinstance(best.kernel, Kernel) and callable(getattr(best, fn))
+
+
+def test_argument_errors_say_what_the_call_takes_in_one_line(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    best = import_file(write_best(task("layernorm"), tmp_path / "ln"), "best_ln_errors")
+    x, g = torch.zeros(3, 5), torch.zeros(5)
+    with pytest.raises(TypeError, match=r"^layernorm\(\) got an unexpected argument 'a' \(arguments: x, "
+                                        r"gamma, beta, y; sizes: rows, cols\)$"):
+        best.layernorm(g, g, g, a=x)  # was: "only one element tensors can be converted to Python scalars"
+    with pytest.raises(TypeError, match=r"^layernorm\(\): size rows must be an int, got Tensor$"):
+        best.layernorm(x, g, g, rows=x)
+    with pytest.raises(TypeError, match=r"^layernorm\(\) got x twice$"):
+        best.layernorm(x, g, g, x=x)
+    with pytest.raises(TypeError, match=r"^layernorm: gamma must be float32, got float64$"):
+        best.layernorm(x, g.double(), g)
+    with pytest.raises(ValueError, match=r"^a tensor on cpu cannot be launched on: move it to the GPU"):
+        best.layernorm(x, g, g)
+    assert str(inspect.signature(best.layernorm)) == "(x, gamma, beta, y=None)"
+    hist = load_task(read_task_file(OWN / "histogram" / "histogram.yaml"))
+    assert str(inspect.signature(import_file(write_best(hist, tmp_path / "h"), "best_h_sig").histogram)
+               ) == "(values, counts)"

@@ -15,7 +15,7 @@ from evolve.results.verify import Verification, holdout_sizes
 from evolve.settings import StorageSettings
 from evolve.task.task import load_task, size_label
 from tests.helpers.runs import evolve
-from tests.helpers.tasks import task, task_config
+from tests.helpers.tasks import hardware_config, task, task_config
 
 
 def test_holdout_sizes_are_new_and_awkward() -> None:
@@ -48,7 +48,7 @@ def test_export_takes_the_first_candidate_that_passed(in_tmp: Path) -> None:
         Verification(ranked[1].number, "ok", "", ranked[1].value * 1.01, ranked[1].value, ["rows=2,cols=2"],
                      iqr_ms=0.006 * ranked[1].value, recorded_iqr_ms=0.005 * ranked[1].value),
     ]
-    hw = named({**__import__("conftest").hardware_config("h200")})
+    hw = named({**hardware_config("h200")})
     summary = export(study, variants, task("transpose"), hw, Objective("latency", "first"),
                      Path("runs/v1"), "budget", checks)
     # the re-measured time is the one exported; the search's is kept beside it
@@ -67,7 +67,7 @@ def test_a_search_time_the_re_measurement_does_not_reproduce_is_not_exported(in_
     again = best.value * 1.08  # an optimistic search time, 8% off: far outside the IQRs
     checks = [Verification(best.number, "ok", "", again, best.value, ["n=2"], iqr_ms=0.001,
                            recorded_iqr_ms=0.001)]
-    hw = named(__import__("conftest").hardware_config("h200"))
+    hw = named(hardware_config("h200"))
     summary = export(study, variants, task("transpose"), hw, Objective("latency", "first"), Path("runs/v3"),
                      "budget", checks)
     assert summary is not None and summary.best_ms == again and "NOT REPRODUCED" in summary.line()
@@ -80,7 +80,7 @@ def test_nothing_is_exported_when_no_candidate_passes(in_tmp: Path) -> None:
     study, variants = _replay_run("v2")
     best = min((t for t in study.trials if t.value is not None), key=lambda t: t.value)
     checks = [Verification(best.number, "wrong", "wrote out of bounds of out", None, best.value, ["n=2"])]
-    hw = named(__import__("conftest").hardware_config("h200"))
+    hw = named(hardware_config("h200"))
     assert export(study, variants, task("transpose"), hw, Objective("latency", "first"), Path("runs/v2"),
                   "budget", checks) is None
     assert not Path("runs/v2/best.cu").exists()

@@ -1,0 +1,107 @@
+"""Call overhead: what a user pays per call of the result from PyTorch (best.py's function,
+``ModelNew``, the registered custom op) beside the torch op it replaces, at a small size (where
+the host's cost is the call's) and a large one.
+
+The kernel is the task's first seed at its defaults, written out as an export writes a run
+(best.cu, best.json, best.py): what a call costs on the host does not depend on the tuning.
+Per implementation: the host time per call of back-to-back calls that nothing waits for (the
+launch path alone, as long as the GPU keeps up) and the wall time per call with the GPU's work
+included, each the best of several repeats."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from evolve import dtypes
+from evolve.bench.peers import _TORCH, tensors
+from evolve.results.bestpy import best_py, function_name
+from evolve.task.task import Task, builtin_task, size_label
+
+REPEATS = 5
+
+
+def call_overhead(tasks: Sequence[str], sizes: Mapping[str, Sequence[Mapping[str, int]]], out: Path,
+                  calls: int) -> dict[str, Any]:
+    """The table's rows and its markdown, per task and size."""
+    import cupy as cp
+    import torch
+
+    rows = []
+    for name in tasks:
+        task = builtin_task(name)
+        best = _best_module(task, out / "overhead" / name)
+        op = best.register_torch_op("evolve_bench")
+        model = best.ModelNew().cuda()
+        fn = getattr(best, function_name(task))
+        ref = _TORCH[name]
+        for s in sizes[name]:
+            arrays = {**task.make_inputs(cp, s, 0),
+                      **{a.name: cp.empty(task.shape(a, s), dtype=dtypes.storage(a.dtype))
+                         for a in task.fresh_outputs}}
+            t = tensors(task, arrays)
+            ins = [t[a.name] for a in task.inputs]
+            named = [t[n] for n in ref.__code__.co_varnames[1:ref.__code__.co_argcount]]
+            given = [s[k] for k in best.kernel.size_parameters(task)]
+            impls: dict[str, Callable[[], Any]] = {
+                "torch": lambda ref=ref, named=named: ref(torch, *named),
+                "best.py": lambda fn=fn, ins=ins: fn(*ins),
+                "ModelNew": lambda model=model, ins=ins: model(*ins),
+                "custom op": lambda op=op, ins=ins, given=given: op(*ins, *given),
+            }
+            figures = {k: per_call(f, calls) for k, f in impls.items()}
+            for impl, (host, wall) in figures.items():
+                rows.append({"task": name, "size": size_label(s), "implementation": impl, "host_us": host,
+                             "wall_us": wall, "over_torch_us": host - figures["torch"][0]})
+    return {"rows": rows, "table": table(rows)}
+
+
+def per_call(fn: Callable[[], Any], calls: int) -> tuple[float, float]:
+    """(host µs, wall µs) per call, each the best of ``REPEATS`` runs of ``calls`` calls."""
+    import torch
+
+    for _ in range(min(calls, 50)):  # warm-up: compile, load, plan, allocator
+        fn()
+    torch.cuda.synchronize()
+    host = wall = float("inf")
+    for _ in range(REPEATS):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        host, wall = min(host, (t1 - t0) / calls * 1e6), min(wall, (t2 - t0) / calls * 1e6)
+    return host, wall
+
+
+def table(rows: Sequence[Mapping[str, Any]]) -> str:
+    lines = ["| task | size | implementation | host µs/call | wall µs/call | host µs over torch |",
+             "|---|---|---|---:|---:|---:|"]
+    lines += [f"| {r['task']} | {r['size']} | {r['implementation']} | {r['host_us']:.1f} "
+              f"| {r['wall_us']:.1f} | {r['over_torch_us']:+.1f} |" for r in rows]
+    return "\n".join(lines)
+
+
+def _best_module(task: Task, folder: Path) -> ModuleType:
+    """best.cu, best.json and best.py for the task's first seed, imported."""
+    v = task.seeds()[0]
+    cfg = dict(v.spec.default)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "best.cu").write_text(v.with_defines(cfg, task.defines))
+    (folder / "best.json").write_text(json.dumps({"task_config": dict(task.config), "tunables": cfg}))
+    (folder / "best.py").write_text(best_py(task, "bench", "this GPU"))
+    name = f"evolve_bench_best_{function_name(task)}"
+    spec = importlib.util.spec_from_file_location(name, folder / "best.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

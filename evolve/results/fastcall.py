@@ -1,0 +1,258 @@
+"""Launching a winner on PyTorch tensors in a few microseconds: what ``best.py`` does per call.
+
+Going through CuPy costs 80-230 µs a call (a DLPack export per tensor, a device and a stream
+object, CuPy's argument conversion). Here everything that depends only on the shapes is done
+once per (device, stream, shapes, sizes) and kept: the sizes bound from the shapes, the plan, the
+scratch buffers (allocated once through PyTorch's caching allocator, so they live on that
+stream), the CUfunction handles and each launch's ``kernelParams`` array with its holders. A call
+then checks dtype, device and contiguity, writes the tensors' ``data_ptr()``s into the holders
+and calls ``cuLaunchKernel`` (ctypes on libcuda, in the context CuPy loaded the module into) on
+PyTorch's current raw stream: no synchronization and no allocation but the outputs it is asked
+to make, so a call can be captured in a CUDA graph (make one call at the shapes before capturing,
+so that the scratch is not allocated inside the graph's pool). Plans with tensor maps keep the
+CuPy path (a map is encoded over each buffer's address).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evolve import dtypes
+from evolve.evaluate.plan import Call, Plan
+from evolve.task.task import Task, size_label
+
+_MAX_CACHED = 256  # shapes kept per kernel: a model calls it at a handful
+
+
+class Packed:
+    """One launch's ``kernelParams``: a holder per parameter (``c_void_p`` per buffer, ``c_int32``
+    per int, as ``plan.ARG_BYTES`` lays them out) and the ``void*`` array that points at them.
+    Built once per shape; per call only the pointers of the task's arguments are written."""
+
+    def __init__(self, call: Call, slots: Mapping[str, int], fixed: Mapping[str, int]):
+        self.holders: list[ctypes.c_void_p | ctypes.c_int32] = []
+        self.updates: list[tuple[ctypes.c_void_p, int]] = []  # holder, index into the call's pointers
+        for kind, value in call.args:
+            if kind == "int32":
+                self.holders.append(ctypes.c_int32(int(value)))
+            elif kind == "buffer" and str(value) in slots:
+                holder = ctypes.c_void_p(0)
+                self.holders.append(holder)
+                self.updates.append((holder, slots[str(value)]))
+            elif kind == "buffer":
+                self.holders.append(ctypes.c_void_p(fixed[str(value)]))
+            else:
+                raise ValueError(f"{call.kernel}: a {kind} argument is not launched by pointer")
+        self.params = (ctypes.c_void_p * max(1, len(self.holders)))(
+            *[ctypes.addressof(h) for h in self.holders])
+
+    def write(self, pointers: Sequence[int]) -> None:
+        for holder, index in self.updates:
+            holder.value = pointers[index]
+
+
+def bind(task: Task, shapes: Mapping[str, Sequence[int]], sizes: Mapping[str, int] | None = None
+         ) -> dict[str, int]:
+    """The problem sizes that give the arguments these shapes (a size that no dimension names
+    plainly must be given); ValueError says which argument does not fit."""
+    names = list(task.correctness_sizes[0])
+    found: dict[str, int] = {k: int(v) for k, v in (sizes or {}).items()}
+    if unknown := set(found) - set(names):
+        raise ValueError(f"{task.name}: unknown size(s) {sorted(unknown)}; the sizes are {', '.join(names)}")
+    for arg in task.args:
+        shape = shapes.get(arg.name)
+        if shape is None:
+            continue
+        if len(shape) != len(arg.shape):
+            raise ValueError(f"{task.name}: {arg.name} must have {len(arg.shape)} dimensions "
+                             f"[{', '.join(e.text for e in arg.shape)}], got shape {tuple(shape)}")
+        for e, dim in zip(arg.shape, shape, strict=True):
+            if e.text in names and found.setdefault(e.text, int(dim)) != int(dim):
+                raise ValueError(f"{task.name}: {arg.name} has {e.text} = {dim} but another argument "
+                                 f"(or the call) says {e.text} = {found[e.text]}")
+    if missing := [n for n in names if n not in found]:
+        raise ValueError(f"{task.name}: give {', '.join(f'{n}=...' for n in missing)} (no argument's "
+                         "shape says it)")
+    for arg in task.args:
+        shape = shapes.get(arg.name)
+        if shape is not None and tuple(int(d) for d in shape) != (want := task.shape(arg, found)):
+            raise ValueError(f"{task.name}: {arg.name} must have shape {want} at {size_label(found)}, "
+                             f"got {tuple(shape)}")
+    return found
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """What a shape fixes: the sizes, the plan and the outputs to allocate (index, shape, dtype)."""
+
+    sizes: dict[str, int]
+    plan: Plan
+    outputs: tuple[tuple[int, tuple[int, ...], str], ...]
+
+
+def geometry(task: Task, shapes: Sequence[tuple[int, ...] | None], sizes: Mapping[str, int],
+             plan: Callable[[dict[str, int]], Plan]) -> Geometry:
+    """Bind the sizes from the shapes of the arguments given (None: an output to allocate) and
+    make the plan; ValueError says which argument does not fit."""
+    given = {a.name: s for a, s in zip(task.args, shapes, strict=True) if s is not None}
+    bound = bind(task, given, sizes)
+    outputs = tuple((i, task.shape(a, bound), a.dtype) for i, (a, s) in enumerate(zip(task.args, shapes,
+                                                                                      strict=True))
+                    if s is None)
+    return Geometry(bound, plan(bound), outputs)
+
+
+@dataclass
+class _Prepared:
+    geometry: Geometry
+    launches: list[tuple[int, Packed, Call, Any]]  # CUfunction, its parameters, the call, a config
+    zero: list[tuple[int, int]]  # (pointer, bytes) of the scratch zeroed before each call
+    context: int
+    scratch: list[Any]  # the scratch tensors, held as long as this shape is cached
+
+
+class TorchPath:
+    """The per-shape cache and the launch, for one kernel on PyTorch tensors."""
+
+    def __init__(self, task: Task, plan: Callable[[int, dict[str, int]], tuple[Any, Plan]]):
+        import torch
+
+        self.task = task
+        self._plan = plan  # (device, sizes) -> (Loaded, Plan): compiled, loaded and checked once
+        self._torch = torch
+        self._dtypes = [getattr(torch, a.dtype) for a in task.args]
+        self._first = next(i for i, a in enumerate(task.args) if a.role != "output")  # always given
+        self._cache: dict[tuple[Any, ...], _Prepared] = {}
+        self._lock = threading.Lock()
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        self._stream = raw or (lambda d: torch.cuda.current_stream(d).cuda_stream)
+
+    def __call__(self, values: list[Any], sizes: Mapping[str, int],
+                 refuse: Callable[[list[Any]], None]) -> list[Any]:
+        """Launch on the task's arguments in its order (None: an output to allocate); ``refuse``
+        raises the one-line error for arguments that fail the per-call checks."""
+        first = values[self._first]
+        device = first.get_device()
+        if device < 0:
+            refuse(values)
+            raise ValueError(f"{self.task.name}: a tensor on {first.device} cannot be launched on")
+        stream = self._stream(device)
+        key = (device, stream, *[None if v is None else v.shape for v in values], *sizes.items())
+        prepared = self._cache.get(key)
+        if prepared is None:
+            refuse(values)  # the full checks, once per shape
+            prepared = self._prepare(key, device, values, sizes)
+        for v, dtype in zip(values, self._dtypes, strict=True):
+            if v is not None and (v.dtype is not dtype or v.get_device() != device or not v.is_contiguous()):
+                refuse(values)
+                raise TypeError(f"{self.task.name}: every argument must be a contiguous {dtype} tensor "
+                                f"on cuda:{device}")
+        for index, shape, _ in prepared.geometry.outputs:
+            values[index] = self._torch.empty(shape, dtype=self._dtypes[index], device=first.device)
+        pointers = [v.data_ptr() for v in values]
+        with self._lock:  # the holders are shared: one thread writes and launches at a time
+            launch(prepared, pointers, stream)
+        return values
+
+    def _prepare(self, key: tuple[Any, ...], device: int, values: Sequence[Any],
+                 sizes: Mapping[str, int]) -> _Prepared:
+        torch = self._torch
+        holder: dict[str, Any] = {}
+
+        def plan(bound: dict[str, int]) -> Plan:
+            holder["loaded"], found = self._plan(device, bound)
+            return found
+
+        geo = geometry(self.task, [None if v is None else tuple(v.shape) for v in values], sizes, plan)
+        loaded = holder["loaded"]
+        scratch = [torch.empty(max(1, s.count * dtypes.get(s.dtype).itemsize), dtype=torch.uint8,
+                               device=values[self._first].device) for s in geo.plan.scratch]
+        fixed = {s.name: t.data_ptr() for s, t in zip(geo.plan.scratch, scratch, strict=True)}
+        slots = {a.name: i for i, a in enumerate(self.task.args)}
+        launches = [(int(loaded.functions[c.kernel].ptr), Packed(c, slots, fixed), c, _cluster_config(c))
+                    for c in geo.plan.calls]
+        zero = [(fixed[s.name], s.count * dtypes.get(s.dtype).itemsize) for s in geo.plan.scratch if s.zero]
+        prepared = _Prepared(geo, launches, zero, primary_context(device), scratch)
+        with self._lock:
+            if len(self._cache) >= _MAX_CACHED:
+                self._cache.clear()
+            self._cache[key] = prepared
+        return prepared
+
+
+def _cluster_config(call: Call) -> Any:
+    if call.cluster is None:
+        return None
+    from evolve.evaluate.gpu.hopper import _config
+
+    return _config(call, 0)  # (config, attributes); the stream is set per call
+
+
+def launch(prepared: _Prepared, pointers: Sequence[int], stream: int) -> None:
+    """Zero the scratch the spec zeroes and enqueue each launch, in the module's context."""
+    lib = _driver()
+    current = ctypes.c_void_p()
+    lib.cuCtxGetCurrent(ctypes.byref(current))
+    switch = current.value != prepared.context
+    if switch:
+        _check(lib.cuCtxSetCurrent(prepared.context), "cuCtxSetCurrent")
+    try:
+        for pointer, nbytes in prepared.zero:
+            _check(lib.cuMemsetD8Async(pointer, 0, nbytes, stream), "cuMemsetD8Async")
+        for function, packed, call, config in prepared.launches:
+            packed.write(pointers)
+            if config is None:
+                result = lib.cuLaunchKernel(function, *call.grid, *call.block, call.shared, stream,
+                                            packed.params, None)
+            else:
+                config[0].stream = stream
+                result = lib.cuLaunchKernelEx(ctypes.byref(config[0]), function, packed.params, None)
+            if result:
+                _check(result, f"launching {call.kernel} grid={call.grid} block={call.block}")
+    finally:
+        if switch:
+            lib.cuCtxSetCurrent(current)
+
+
+_contexts: dict[int, int] = {}
+
+
+def primary_context(device: int) -> int:
+    """The device's primary context: the one CuPy and PyTorch share, and the module lives in."""
+    if device not in _contexts:
+        lib = _driver()
+        dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+        _check(lib.cuDeviceGet(ctypes.byref(dev), device), "cuDeviceGet")
+        _check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
+        _contexts[device] = int(ctx.value or 0)
+    return _contexts[device]
+
+
+def _driver() -> ctypes.CDLL:
+    """libcuda, with the signatures of the calls made here added to the evaluator's handle."""
+    from evolve.evaluate.gpu.hopper import _libcuda
+
+    lib = _libcuda()
+    if not hasattr(lib, "_fastcall"):
+        u32, vp = ctypes.c_uint, ctypes.c_void_p
+        lib.cuLaunchKernel.argtypes = [vp, u32, u32, u32, u32, u32, u32, u32, vp, vp, vp]
+        lib.cuMemsetD8Async.argtypes = [vp, ctypes.c_ubyte, ctypes.c_size_t, vp]
+        lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(vp)]
+        lib.cuCtxSetCurrent.argtypes = [vp]
+        lib.cuDeviceGet.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+        lib.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(vp), ctypes.c_int]
+        lib._fastcall = True
+    return lib
+
+
+def _check(result: int, call: str) -> None:
+    from evolve.evaluate.gpu.hopper import DriverError, _check
+
+    try:
+        _check(result, call)
+    except DriverError as exc:
+        raise RuntimeError(str(exc)) from None

@@ -1,0 +1,191 @@
+"""best.py's fast PyTorch path and ModelNew without a GPU: each launch's kernelParams packed as the
+compiled cubin declares its parameters (real NVRTC compiles), the geometry a shape fixes, the
+custom op's schema, and ModelNew's constructor, parameters and state_dict (launches:
+tests/test_gpu_usage.py)."""
+
+from __future__ import annotations
+
+import ctypes
+import inspect
+import shutil
+import struct
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from evolve.bench.overhead import table
+from evolve.bench.report import markdown
+from evolve.evaluate.plan import Call, Plan, make_plan, param_mismatch
+from evolve.hardware import catalog
+from evolve.kernel.compiler import compile_cuda
+from evolve.kernel.cubin import inspect as inspect_cubin
+from evolve.kernel.spec import Variant
+from evolve.results.bestpy import op_schema
+from evolve.results.fastcall import Packed, geometry
+from evolve.results.modelnew import module_spec
+from evolve.task.task import Task, load_task
+from tests.helpers.runs import import_file, write_best
+from tests.helpers.tasks import task
+
+H200 = catalog()["h200"][0]
+
+
+def _plan(t: Task, v: Variant, cfg: dict[str, int]) -> Callable[[dict[str, int]], Plan]:
+    return lambda sizes: make_plan(v.spec, t, sizes, cfg, H200)
+
+
+@pytest.mark.parametrize(("name", "seed", "sizes"), [("reduce_sum", 1, {"n": 1_000_003}),
+                                                     ("layernorm", 0, {"rows": 7, "cols": 33}),
+                                                     ("softmax", 0, {"rows": 3, "cols": 1000})])
+def test_kernel_params_are_packed_as_the_cubin_declares_them(name: str, seed: int, sizes: dict) -> None:
+    t = task(name)
+    v = t.seeds()[seed]
+    cfg = dict(v.spec.default)
+    info = inspect_cubin(compile_cuda(v.with_defines(cfg, t.defines), {}, "sm_90").cubin)
+    plan = make_plan(v.spec, t, sizes, cfg, H200)
+    assert param_mismatch(plan, info) is None  # the evaluator's own check of the same layout
+    slots = {a.name: i for i, a in enumerate(t.args)}
+    pointers = [0x7F00_0000_0000 + 0x1000 * i for i in range(len(t.args))]
+    fixed = {s.name: 0x7E00_0000_0000 + 0x100 * i for i, s in enumerate(plan.scratch)}
+    for call in plan.calls:
+        packed = Packed(call, slots, fixed)
+        packed.write(pointers)
+        declared = info.params[call.kernel]
+        assert len(packed.holders) == len(declared) == len(call.args)
+        for i, ((kind, value), param) in enumerate(zip(call.args, declared, strict=True)):
+            assert ctypes.sizeof(packed.holders[i]) == param.size, (call.kernel, i)
+            want = (struct.pack("<q", pointers[slots[value]] if value in slots else fixed[value])
+                    if kind == "buffer" else struct.pack("<i", value))
+            assert ctypes.string_at(packed.params[i], param.size) == want, (call.kernel, i)
+    if name == "reduce_sum":  # two kernels and a scratch buffer between them
+        assert len(plan.calls) == 2 and [s.name for s in plan.scratch] == ["partial"]
+
+
+def test_new_pointers_are_written_into_the_same_array() -> None:
+    packed = Packed(Call("k", (1, 1, 1), (1, 1, 1), 0, (("buffer", "x"), ("int32", -5), ("buffer", "y"))),
+                    {"x": 1, "y": 0}, {})
+    array = ctypes.addressof(packed.params)
+    for ptrs in ([16, 32], [2**48, 2**47]):
+        packed.write(ptrs)
+        assert ctypes.addressof(packed.params) == array  # built once: a graph captured it by value
+        assert [ctypes.c_void_p.from_address(packed.params[i]).value for i in (0, 2)] == [ptrs[1], ptrs[0]]
+    assert ctypes.c_int32.from_address(packed.params[1]).value == -5
+    with pytest.raises(ValueError, match="a tensor_map argument is not launched by pointer"):
+        Packed(Call("k", (1, 1, 1), (1, 1, 1), 0, (("tensor_map", "m"),)), {}, {})
+
+
+def test_a_shape_fixes_the_sizes_the_plan_and_the_outputs_to_allocate() -> None:
+    t = task("reduce_sum")
+    v = t.seeds()[1]
+    geo = geometry(t, [(4099,), None], {}, _plan(t, v, dict(v.spec.default)))
+    assert geo.sizes == {"n": 4099} and geo.outputs == ((1, (1,), "float32"),)
+    assert geo.plan == make_plan(v.spec, t, {"n": 4099}, dict(v.spec.default), H200)
+    assert geometry(t, [(4099,), (1,)], {}, _plan(t, v, dict(v.spec.default))).outputs == ()  # given
+    ln = task("layernorm")
+    seed = ln.seeds()[0]
+    with pytest.raises(ValueError, match=r"gamma has cols = 6 but another argument .* says cols = 5"):
+        geometry(ln, [(3, 5), (6,), (5,), None], {}, _plan(ln, seed, dict(seed.spec.default)))
+    with pytest.raises(ValueError, match=r"^layernorm: y has rows = 5 but another argument"):
+        geometry(ln, [(3, 5), (5,), (5,), (5, 3)], {}, _plan(ln, seed, dict(seed.spec.default)))
+
+
+def test_the_op_schema_holds_no_text_of_the_task() -> None:
+    base = dict(task("layernorm").config)
+    args = {"x) -> Tensor; evil(Tensor": base["args"]["x"], **{k: v for k, v in base["args"].items()
+                                                                if k != "x"}}
+    schema, mutated = op_schema(load_task({**base, "args": args}, resolve=False), [])
+    assert schema == "(Tensor arg0, Tensor gamma, Tensor beta) -> Tensor" and mutated == ()
+
+
+LN_MODULE = {"init": [{"name": "normalized_shape", "size": "cols"}, {"name": "eps", "value": 1.0e-5}],
+             "forward": ["x"], "parameters": {"gamma": "weight", "beta": "bias"}}
+
+
+def test_model_new_takes_the_model_s_constructor_and_state_dict(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    t = load_task({**dict(task("layernorm").config), "module": LN_MODULE})
+    best = import_file(write_best(t, tmp_path / "ln"), "best_ln_module")
+    assert str(inspect.signature(best.ModelNew)) == "(normalized_shape, eps=1e-05)"
+    model = torch.nn.LayerNorm(256)
+    with torch.no_grad():
+        model.weight.uniform_()
+        model.bias.uniform_()
+    new = best.ModelNew(256)
+    new.load_state_dict(model.state_dict())  # strict: the same keys and shapes
+    assert torch.equal(new.weight, model.weight) and torch.equal(new.bias, model.bias)
+    assert isinstance(new.weight, torch.nn.Parameter) and not new.weight.requires_grad
+    with pytest.raises(ValueError, match=r"^ModelNew of layernorm was tuned for eps=1e-05, got 0.001$"):
+        best.ModelNew(256, eps=1e-3)
+    with pytest.raises(TypeError, match=r"ModelNew\(normalized_shape, eps=1e-05\): missing a required"):
+        best.ModelNew()
+    with pytest.raises(TypeError, match=r"^ModelNew.forward takes 1 inputs \(x\), got 2$"):
+        new(torch.zeros(2, 256), torch.zeros(2, 256))
+    with pytest.raises(ValueError, match=r"^a tensor on cpu cannot be launched on"):
+        new(torch.zeros(2, 256))
+    nested = load_task({**dict(task("layernorm").config), "module": {
+        **LN_MODULE, "parameters": {"gamma": "norm.weight", "beta": "norm.bias"}}})
+    block = import_file(write_best(nested, tmp_path / "n"), "best_ln_nested").ModelNew(8)
+    assert set(block.state_dict()) == {"norm.weight", "norm.bias"}
+
+
+def test_a_task_without_a_module_entry_forwards_its_inputs(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    best = import_file(write_best(task("layernorm"), tmp_path / "ln"), "best_ln_plain_module")
+    assert str(inspect.signature(best.ModelNew)) == "()" and not list(best.ModelNew().parameters())
+    assert module_spec(task("layernorm")).forward == ("x", "gamma", "beta")
+
+
+@pytest.mark.parametrize(("module", "error"), [
+    ({"forward": ["x"]}, r"must name each input \(x, gamma, beta\) once, got x"),
+    ({**LN_MODULE, "parameters": {"gamma": "weight", "beta": "bias; import os"}}, "is not a state_dict key"),
+    ({**LN_MODULE, "init": [{"name": "features", "size": "width"}]}, "gives size 'width', not one of rows"),
+    ({**LN_MODULE, "init": [{"name": "class", "value": 1}]}, r"module.init entries are"),
+    ({**LN_MODULE, "forward": ["x"], "extra": 1}, "module must be a mapping of init, forward and parameters"),
+])
+def test_a_module_entry_that_cannot_be_a_model_new_is_one_line(module: dict, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        module_spec(load_task({**dict(task("layernorm").config), "module": module}, resolve=False))
+
+
+def test_model_new_compiles_into_one_graph_through_its_custom_op(tmp_path: Path) -> None:
+    """Traced on meta tensors (the op's fake implementation): no GPU needed to see the graph."""
+    torch = pytest.importorskip("torch")
+    t = load_task({**dict(task("layernorm").config), "module": LN_MODULE})
+    best = import_file(write_best(t, tmp_path / "ln"), "best_ln_compile")
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(64, 64)
+            self.norm = best.ModelNew(64)
+
+        def forward(self, x):
+            return self.norm(torch.relu(self.fc(x))) * 2
+
+    block = Block().to("meta")
+    x = torch.empty(8, 64, device="meta")
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(block)(x)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    y = torch.compile(block, fullgraph=True, backend="eager")(x)
+    assert y.shape == (8, 64) and y.device.type == "meta"
+    again = import_file(write_best(t, tmp_path / "again"), "best_ln_compile_again")  # the same kernel
+    assert again.ModelNew(64)._op is block.norm._op
+
+
+def test_the_bench_s_overhead_table_and_its_section(tmp_path: Path) -> None:
+    rows = [{"task": "softmax", "size": "rows=64,cols=1024", "implementation": impl, "host_us": host,
+             "wall_us": host + 1, "over_torch_us": host - 8.0}
+            for impl, host in [("torch", 8.0), ("ModelNew", 11.5)]]
+    text = table(rows)
+    assert "| softmax | rows=64,cols=1024 | ModelNew | 11.5 | 12.5 | +3.5 |" in text
+    md = markdown({"overhead": {"rows": rows, "table": text}})
+    assert "## Call overhead from PyTorch" in md and text in md
+    if shutil.which("nvidia-smi"):
+        return  # the section would run
+    out = subprocess.run([sys.executable, "-m", "evolve.bench", "sections=[overhead]", f"out={tmp_path}"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "need an NVIDIA GPU" in out.stderr and "Traceback" not in out.stderr

@@ -174,3 +174,17 @@ def plot(section: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def targets(section: dict[str, Any]) -> list[str]:
+    """Issue 27's targets over all problems, under this tool's protocol: >= 90% correct and a
+    geometric-mean speed-up >= 2x over each torch.compile mode."""
+    records = section["problems"]
+    rate = correctness_rate(records)
+    out = [f"kernelbench: {100 * rate:.0f}% of {len(records)} problems correct (>= 90)"
+           + (" — met" if rate >= 0.9 else " — NOT MET")]
+    for b in baselines(records)[1:]:
+        g = geomean([x for r in records if (x := speedup(r, "ours", b)) is not None])
+        met = g is not None and g >= 2
+        out.append(f"kernelbench: geomean {_x(g)} over {b} (>= 2x)" + (" — met" if met else " — NOT MET"))
+    return out

@@ -17,7 +17,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +139,6 @@ class Outcome:
     rc: int
     reason: str | None = None
     wall_s: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 Runner = Callable[[Problem, Settings], Outcome]

@@ -334,7 +334,9 @@ def main(argv: list[str]) -> int:
     try:
         out = measure(Path(req["problem"]), Path(req["run_dir"]), req)
     except Exception as exc:  # the problem or its run could not be measured: its reason, one line
-        out = {"error": f"{type(exc).__name__}: {_line(exc)}"}
+        from evolve.bench.kernelbench import clip
+
+        out = {"error": clip(f"{type(exc).__name__}: {_line(exc)}")}
     result.write_text(json.dumps(out, indent=2, default=str) + "\n")
     return 0
 

@@ -325,7 +325,10 @@ def measure(problem_file: Path, run_dir: Path, req: dict[str, Any]) -> dict[str,
 
 
 def _line(exc: BaseException) -> str:
-    return (str(exc).strip() or type(exc).__name__).splitlines()[0]
+    """An error as one clipped line (PyTorch says which keys did not load on its second line)."""
+    from evolve.bench.kernelbench import clip
+
+    return clip(str(exc).strip() or type(exc).__name__)
 
 
 def main(argv: list[str]) -> int:
@@ -336,7 +339,7 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # the problem or its run could not be measured: its reason, one line
         from evolve.bench.kernelbench import clip
 
-        out = {"error": clip(f"{type(exc).__name__}: {_line(exc)}")}
+        out = {"error": clip(f"{type(exc).__name__}: {str(exc).strip()}")}
     result.write_text(json.dumps(out, indent=2, default=str) + "\n")
     return 0
 

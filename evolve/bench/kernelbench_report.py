@@ -155,6 +155,7 @@ def plot(section: dict[str, Any], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     groups = levels(section["problems"])
     fig, axes = plt.subplots(1, max(1, len(groups)), figsize=(5.5 * max(1, len(groups)), 3.8), squeeze=False)
@@ -163,10 +164,14 @@ def plot(section: dict[str, Any], path: Path) -> None:
             for proto, style in (("ours", "-"), ("kernelbench", "--")):
                 xs = sorted((x for r in recs if (x := speedup(r, proto, b)) is not None), reverse=True)
                 if xs:
-                    ax.plot(range(1, len(xs) + 1), xs, style, marker="o", ms=3, color=f"C{i}",
+                    ax.plot(range(1, len(xs) + 1), xs, linestyle=style, marker="o", ms=3, color=f"C{i}",
                             label=f"vs {b} ({'ours' if proto == 'ours' else 'KB'})")
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(_minor))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlim(0.5, max(2, sum(1 for r in recs if r.get("correct"))) + 0.5)
         ax.set_title(f"{level}: {sum(1 for r in recs if r.get('correct'))} of {len(recs)} correct")
         ax.set_xlabel("correct problems, fastest first")
         ax.set_ylabel("ModelNew's speed-up")
@@ -190,3 +195,9 @@ def targets(section: dict[str, Any]) -> list[str]:
         met = g is not None and g >= 2
         out.append(f"kernelbench: geomean {_x(g)} over {b} (>= 2x)" + (" — met" if met else " — NOT MET"))
     return out
+
+
+def _minor(v: float, _: Any) -> str:
+    """A log axis's minor labels at 2 and 5 of each decade (0.2x, 0.5x, 2x, 5x, ...)."""
+    lead = round(v / 10 ** math.floor(math.log10(v))) if v > 0 else 0
+    return f"{v:g}x" if lead in (2, 5) else ""

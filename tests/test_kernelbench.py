@@ -83,7 +83,8 @@ def test_settings_are_checked_before_anything_runs(tmp_path: Path) -> None:
                             ({"input_sets": 9}, "cannot exceed kernelbench.seeds"),
                             ({"compile_modes": ["fastest"]}, "unknown \\['fastest'\\]"),
                             ({"llm": "none"}, "llm=none cannot work"),
-                            ({"kb_timing": {"warmup": 3}}, "kb_timing needs warmup and trials")):
+                            ({"kb_timing": {"warmup": 3}}, "kb_timing needs warmup and trials"),
+                            ({"timer": {"rounds": 1, "samples": 5}}, "kernelbench.timer: .*'samples'")):
         with pytest.raises(EvolveError, match=message):
             settings(tmp_path, **change)
     with pytest.raises(EvolveError, match=r"unknown setting\(s\) \['budget'\]"):
@@ -209,13 +210,24 @@ def test_a_run_without_a_correct_candidate_says_why_from_its_record(tmp_path: Pa
 
 def test_a_measurement_that_cannot_run_fails_its_problem_with_the_reason(tmp_path: Path) -> None:
     """The real measurement process on this machine: no CUDA, so the problem fails at the stage
-    'measure' with the error, and the driver goes on."""
+    'measure' with the error, and is tried again next time; a process that died is a verdict."""
     s = settings(tmp_path, measure_timeout_s=300)
     p = kb.find_problems([str(PROBLEMS / "level1/1_relu.py")], [])[0]
     measured = kb.measure_in_process(p, s)
-    assert set(measured) == {"error"} and measured["error"]
+    assert set(measured) == {"error", "retry"} and measured["error"]
     rec = kb.verdict(p, s, kb.Outcome(0), measured)
     assert rec["stage"] == "measure" and not rec["correct"] and rec["reason"] == measured["error"]
+
+    def finished(p: kb.Problem, s: kb.Settings) -> kb.Outcome:
+        kb.run_dir(p, s).mkdir(parents=True, exist_ok=True)
+        (kb.run_dir(p, s) / "best.json").write_text("{}")
+        return kb.Outcome(0)
+
+    (rec,) = kb.run_problems([p], s, finished, lambda p, s: measured)
+    assert rec["stage"] == "measure" and not (s.home / "results" / f"{p.name}.json").exists()  # tried again
+    died = {"error": "the measurement process died (exit -11): Segmentation fault"}
+    (rec,) = kb.run_problems([p], s, finished, lambda p, s: died)
+    assert rec["reason"] == died["error"] and (s.home / "results" / f"{p.name}.json").is_file()  # a verdict
 
 
 def test_a_modelnew_wrong_in_timed_calls_is_not_correct(tmp_path: Path) -> None:

@@ -3,8 +3,10 @@ level folders, one level folder, or files), each evolved from no seed by ``evolv
 run.name=kb-<level>-<stem>`` under the section's budget, then measured in a process of its own
 (``kernelbench_measure``). Resumable per problem: a finished problem's result file is kept and
 skipped next time; an unfinished one is run again under the same name, which resumes its run.
-A problem whose ``evolve`` stopped on an error is reported with that error and tried again next
-time (a refused task costs seconds; a misconfigured LLM is not recorded as fifty failures)."""
+A problem whose ``evolve`` stopped on an error, or whose measurement could not start (no CUDA, a
+problem file that does not load), is reported with that error and tried again next time (a refused
+task costs seconds; a misconfigured machine is not recorded as fifty failures). A measurement that
+died or ran out of time is a verdict: a kernel can kill its process."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evolve.bench.timer import TimerSettings
 from evolve.errors import EvolveError
 
 log = logging.getLogger(__name__)
@@ -67,6 +70,10 @@ class Settings:
         if s.input_sets > s.seeds:
             raise EvolveError(f"kernelbench.input_sets ({s.input_sets}) cannot exceed kernelbench.seeds "
                               f"({s.seeds}): the timed input sets are the checked ones")
+        try:
+            TimerSettings(**s.timer)
+        except TypeError as exc:
+            raise EvolveError(f"kernelbench.timer: {exc}") from None
         if bad := [m for m in s.compile_modes if m not in COMPILE_MODES]:
             raise EvolveError(f"kernelbench.compile_modes: unknown {bad}; torch.compile's modes: "
                               f"{list(COMPILE_MODES)}")
@@ -277,6 +284,6 @@ def run_problems(problems: list[Problem], s: Settings, runner: Runner = run_evol
             else:
                 outcome.reason = search_reason(p, s)
         rec = verdict(p, s, outcome, measured)
-        if outcome.rc == 0:  # a verdict; an evolve error is tried again next time
+        if outcome.rc == 0 and not (measured or {}).get("retry"):  # a verdict, kept
             done.write_text(json.dumps(rec, indent=2, default=str) + "\n")
         yield rec

@@ -336,10 +336,10 @@ def main(argv: list[str]) -> int:
     req = json.loads(request.read_text())
     try:
         out = measure(Path(req["problem"]), Path(req["run_dir"]), req)
-    except Exception as exc:  # the problem or its run could not be measured: its reason, one line
-        from evolve.bench.kernelbench import clip
+    except Exception as exc:  # nothing could be measured (no CUDA, a problem file that fails to load):
+        from evolve.bench.kernelbench import clip  # its reason, and the problem is tried again next time
 
-        out = {"error": clip(f"{type(exc).__name__}: {str(exc).strip()}")}
+        out = {"error": clip(f"{type(exc).__name__}: {str(exc).strip()}"), "retry": True}
     result.write_text(json.dumps(out, indent=2, default=str) + "\n")
     return 0
 

@@ -26,7 +26,7 @@ from evolve.errors import EvolveError
 from evolve.paths import BENCH_CONF_DIR
 
 log = logging.getLogger("evolve.bench")
-SECTIONS = ("speed", "efficiency", "throughput", "agent", "overhead")
+SECTIONS = ("speed", "efficiency", "throughput", "agent", "overhead", "kernelbench")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -36,7 +36,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     if unknown:
         raise EvolveError(f"unknown bench section(s) {sorted(unknown)}; choose from {list(SECTIONS)}")
     out = Path(c["out"])
-    gpu = bool({"speed", "throughput", "overhead"} & set(c["sections"]))
+    kernelbench = _kernelbench_problems(c) if "kernelbench" in c["sections"] else None  # before the GPU
+    gpu = bool({"speed", "throughput", "overhead", "kernelbench"} & set(c["sections"]))
     previous = out / "results.json"  # sections measured earlier into the same folder are kept
     results: dict[str, Any] = json.loads(previous.read_text()) if previous.is_file() else {}
     results.update({"date": dt.date.today().isoformat(), "preset": c.get("preset"),
@@ -61,6 +62,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
             o = c["overhead"]
             results["overhead"] = call_overhead(list(o["tasks"]), dict(o["sizes"]), out, int(o["calls"]))
+        if kernelbench is not None:
+            _kernelbench(results, kernelbench, out)
     finally:  # what was measured so far is kept, whatever stops the bench
         report.write(results, out)
     for line in report.targets(results):
@@ -76,6 +79,28 @@ def _speed(c: dict[str, Any], out: Path) -> Iterator[tuple[str, dict[str, Any]]]
     yield from kernel_speed(list(s["tasks"]), out, _hardware(), int(s["budget"]), str(s["sampler"]),
                             list(s["compile_modes"]), TimerSettings(**s["timer"]), list(s["overrides"]),
                             dict(s["runs"] or {}))
+
+
+def _kernelbench_problems(c: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """The section's settings and problem files, refused in one line before anything runs."""
+    from evolve.bench import kernelbench
+
+    s = kernelbench.Settings.from_config(c["kernelbench"])
+    return s, kernelbench.find_problems(s.problems, s.levels)
+
+
+def _kernelbench(results: dict[str, Any], settings_problems: tuple[Any, list[Any]], out: Path) -> None:
+    """Problem by problem, the report rewritten after each (a cut bench keeps what is done)."""
+    from evolve.bench.kernelbench import run_problems
+    from evolve.bench.kernelbench_report import summary
+
+    s, problems = settings_problems
+    section = results["kernelbench"] = {"settings": results["config"]["kernelbench"], "problems": [],
+                                        "summary": {}}
+    for rec in run_problems(problems, s):
+        section["problems"].append(rec)
+        section["summary"] = summary(section["problems"])
+        report.write(results, out)
 
 
 def _agent(a: dict[str, Any]) -> dict[str, Any]:
@@ -160,7 +185,8 @@ def _environment(gpu: bool) -> dict[str, str]:
             q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                                capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
-            raise EvolveError("the speed and throughput sections need an NVIDIA GPU (nvidia-smi not found); "
+            raise EvolveError("the speed, throughput and kernelbench sections need an NVIDIA GPU (nvidia-smi "
+                              "not found); "
                               "sections=[efficiency] and sections=[agent] run without one") from None
         if q.returncode == 0 and q.stdout.strip():
             env["gpu"], env["driver"] = (x.strip() for x in q.stdout.splitlines()[0].split(","))

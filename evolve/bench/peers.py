@@ -43,6 +43,16 @@ def tensors(task: Task, arrays: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def full_precision(torch: Any) -> None:
+    """PyTorch computes what a task asks: fp32 stays fp32 (TF32 off for matmuls and cuDNN), and
+    half-precision products are accumulated in fp32."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    torch.set_float32_matmul_precision("highest")
+
+
 def torch_peers(task: Task, arrays: Mapping[str, Any], compile_modes: Sequence[str]) -> dict[str, Peer]:
     """``torch`` (eager, into the task's output buffer where PyTorch has an ``out=``) and one
     ``torch.compile (<mode>)`` per mode. A peer that fails to build is left out with a warning:
@@ -54,11 +64,7 @@ def torch_peers(task: Task, arrays: Mapping[str, Any], compile_modes: Sequence[s
         return {}
     if task.name not in _TORCH:
         return {}
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
-    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
-    torch.set_float32_matmul_precision("highest")
+    full_precision(torch)
     t = tensors(task, arrays)
     fn = _TORCH[task.name]
     names = list(fn.__code__.co_varnames[1:fn.__code__.co_argcount])

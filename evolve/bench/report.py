@@ -23,6 +23,10 @@ def write(results: dict[str, Any], out: Path) -> None:
         plot_speed(results["speed"], out / "speed.png")
     if results.get("throughput"):
         plot_throughput(results["throughput"], out / "throughput.png")
+    if (results.get("kernelbench") or {}).get("problems"):
+        from evolve.bench.kernelbench_report import plot
+
+        plot(results["kernelbench"], out / "kernelbench.png")
     if results.get("agent"):
         from evolve.bench.agent import AgentSummary, figure
 
@@ -47,6 +51,10 @@ def markdown(r: dict[str, Any]) -> str:
         lines += ["## Call overhead from PyTorch (best.py, ModelNew, the custom op, the torch op; "
                   "host: back-to-back calls nothing waits for; wall: with the GPU's work)", "",
                   r["overhead"]["table"], ""]
+    if (r.get("kernelbench") or {}).get("problems"):
+        from evolve.bench.kernelbench_report import markdown as kernelbench_markdown
+
+        lines += kernelbench_markdown(r["kernelbench"])
     lines += ["## Targets", "", *(f"- {t}" for t in targets(r)), ""]
     return "\n".join(lines)
 
@@ -147,6 +155,10 @@ def targets(r: dict[str, Any]) -> list[str]:
                        f"{best['median_evals_to_95']:g} evaluations; fewer than {len(beaten)} of "
                        f"{len(theirs)} Kernel Tuner strategies"
                        + (" — met" if len(beaten) == len(theirs) else " — NOT MET"))
+    if (r.get("kernelbench") or {}).get("problems"):
+        from evolve.bench.kernelbench_report import targets as kernelbench_targets
+
+        out += kernelbench_targets(r["kernelbench"])
     vs = (r.get("throughput") or {}).get("versus") or {}
     ours, kt = vs.get("cuda-evolve"), vs.get("kernel_tuner")
     if isinstance(ours, dict) and isinstance(kt, dict) and kt.get("per_min"):

@@ -27,15 +27,18 @@ class TimerSettings:
 
 
 def time_side_by_side(fns: Mapping[str, Callable[[], Any]], l2_bytes: int,
-                      s: TimerSettings = TimerSettings()) -> dict[str, TimingStats]:
-    """Median and IQR of each callable, all timed on the current stream the same way."""
+                      s: TimerSettings = TimerSettings(),
+                      after: Mapping[str, Callable[[], Any]] | None = None) -> dict[str, TimingStats]:
+    """Median and IQR of each callable, all timed on the current stream the same way.
+    ``after[name]`` runs after each timed call of ``name``, outside its window and before the
+    next flush: work it queues without a host sync (a check of that call's output) times nothing."""
     from evolve.evaluate.gpu.timing import L2Flush
 
     flush = L2Flush(l2_bytes)
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for order in round_orders(list(fns), s.rounds):
         for name in order:
-            samples[name] += _round(fns[name], flush, s)
+            samples[name] += _round(fns[name], flush, s, (after or {}).get(name))
     return {name: TimingStats.of(xs) for name, xs in samples.items()}
 
 
@@ -45,7 +48,8 @@ def round_orders(names: list[str], rounds: int) -> list[list[str]]:
     return [names if r % 2 == 0 else names[::-1] for r in range(rounds)]
 
 
-def _round(fn: Callable[[], Any], flush: Any, s: TimerSettings) -> list[float]:
+def _round(fn: Callable[[], Any], flush: Any, s: TimerSettings,
+           after: Callable[[], Any] | None = None) -> list[float]:
     import cupy as cp
 
     from evolve.evaluate.gpu.timing import enough
@@ -69,6 +73,8 @@ def _round(fn: Callable[[], Any], flush: Any, s: TimerSettings) -> list[float]:
             ev[0].record()
             fn()
             ev[1].record()
+            if after is not None:
+                after()
             events.append(ev)
         cp.cuda.Device().synchronize()
         out += [cp.cuda.get_elapsed_time(a, b) / 1e3 for a, b in events]

@@ -187,9 +187,9 @@ class TorchPath:
 def _cluster_config(call: Call) -> Any:
     if call.cluster is None:
         return None
-    from evolve.evaluate.gpu.hopper import _config
+    from evolve.evaluate.gpu.hopper import launch_config
 
-    return _config(call, 0)  # (config, attributes); the stream is set per call
+    return launch_config(call, 0)  # (config, attributes); the stream is set per call
 
 
 def launch(prepared: _Prepared, pointers: Sequence[int], stream: int) -> None:
@@ -199,10 +199,10 @@ def launch(prepared: _Prepared, pointers: Sequence[int], stream: int) -> None:
     lib.cuCtxGetCurrent(ctypes.byref(current))
     switch = current.value != prepared.context
     if switch:
-        _check(lib.cuCtxSetCurrent(prepared.context), "cuCtxSetCurrent")
+        check_result(lib.cuCtxSetCurrent(prepared.context), "cuCtxSetCurrent")
     try:
         for pointer, nbytes in prepared.zero:
-            _check(lib.cuMemsetD8Async(pointer, 0, nbytes, stream), "cuMemsetD8Async")
+            check_result(lib.cuMemsetD8Async(pointer, 0, nbytes, stream), "cuMemsetD8Async")
         for function, packed, call, config in prepared.launches:
             packed.write(pointers)
             if config is None:
@@ -212,7 +212,7 @@ def launch(prepared: _Prepared, pointers: Sequence[int], stream: int) -> None:
                 config[0].stream = stream
                 result = lib.cuLaunchKernelEx(ctypes.byref(config[0]), function, packed.params, None)
             if result:
-                _check(result, f"launching {call.kernel} grid={call.grid} block={call.block}")
+                check_result(result, f"launching {call.kernel} grid={call.grid} block={call.block}")
     finally:
         if switch:
             lib.cuCtxSetCurrent(current)
@@ -226,17 +226,17 @@ def primary_context(device: int) -> int:
     if device not in _contexts:
         lib = _driver()
         dev, ctx = ctypes.c_int(), ctypes.c_void_p()
-        _check(lib.cuDeviceGet(ctypes.byref(dev), device), "cuDeviceGet")
-        _check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
+        check_result(lib.cuDeviceGet(ctypes.byref(dev), device), "cuDeviceGet")
+        check_result(lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
         _contexts[device] = int(ctx.value or 0)
     return _contexts[device]
 
 
 def _driver() -> ctypes.CDLL:
     """libcuda, with the signatures of the calls made here added to the evaluator's handle."""
-    from evolve.evaluate.gpu.hopper import _libcuda
+    from evolve.evaluate.gpu.hopper import libcuda
 
-    lib = _libcuda()
+    lib = libcuda()
     if not hasattr(lib, "_fastcall"):
         u32, vp = ctypes.c_uint, ctypes.c_void_p
         lib.cuLaunchKernel.argtypes = [vp, u32, u32, u32, u32, u32, u32, u32, vp, vp, vp]
@@ -249,10 +249,10 @@ def _driver() -> ctypes.CDLL:
     return lib
 
 
-def _check(result: int, call: str) -> None:
-    from evolve.evaluate.gpu.hopper import DriverError, _check
+def check_result(result: int, call: str) -> None:
+    from evolve.evaluate.gpu.hopper import DriverError, check_result
 
     try:
-        _check(result, call)
+        check_result(result, call)
     except DriverError as exc:
         raise RuntimeError(str(exc)) from None

@@ -55,7 +55,7 @@ class DriverError(Exception):
 
 
 @functools.cache
-def _libcuda() -> ctypes.CDLL:
+def libcuda() -> ctypes.CDLL:
     lib = ctypes.CDLL("libcuda.so.1")
     u32, u64, vp = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
     lib.cuTensorMapEncodeTiled.argtypes = [vp, ctypes.c_int, u32, vp, ctypes.POINTER(u64),
@@ -68,10 +68,10 @@ def _libcuda() -> ctypes.CDLL:
     return lib
 
 
-def _check(result: int, call: str) -> None:
+def check_result(result: int, call: str) -> None:
     if result:
         name = ctypes.c_char_p()
-        _libcuda().cuGetErrorName(result, ctypes.byref(name))
+        libcuda().cuGetErrorName(result, ctypes.byref(name))
         raise DriverError(f"{call} failed: {(name.value or b'CUDA error %d' % result).decode()}")
 
 
@@ -132,7 +132,7 @@ def encode(m: TensorMap, array: Any) -> _Aligned:
     ones = (ctypes.c_uint32 * rank)(*([1] * rank))
     dtype = _DATA_TYPE.get(m.dtype, _RAW_TYPE[item])
     try:
-        _check(_libcuda().cuTensorMapEncodeTiled(
+        check_result(libcuda().cuTensorMapEncodeTiled(
             out.address, dtype, rank, ptr, dims, strides_arr, box, ones, _INTERLEAVE_NONE,
             _SWIZZLE[m.swizzle], _L2_PROMOTION_128B, _OOB_FILL_ZERO), "cuTensorMapEncodeTiled")
     except DriverError as exc:
@@ -141,7 +141,7 @@ def encode(m: TensorMap, array: Any) -> _Aligned:
     return out
 
 
-def _config(call: Call, stream: int) -> tuple[_LaunchConfig, Any]:
+def launch_config(call: Call, stream: int) -> tuple[_LaunchConfig, Any]:
     attrs = (_LaunchAttribute * 1)()
     n = 0
     if call.cluster is not None:
@@ -155,9 +155,9 @@ def _config(call: Call, stream: int) -> tuple[_LaunchConfig, Any]:
 
 def max_active_clusters(function: int, call: Call) -> int:
     """How many clusters of ``call``'s shape can be resident at once (0: none can launch)."""
-    config, _attrs = _config(call, 0)
+    config, _attrs = launch_config(call, 0)
     n = ctypes.c_int()
-    _check(_libcuda().cuOccupancyMaxActiveClusters(ctypes.byref(n), function, ctypes.byref(config)),
+    check_result(libcuda().cuOccupancyMaxActiveClusters(ctypes.byref(n), function, ctypes.byref(config)),
            "cuOccupancyMaxActiveClusters")
     return n.value
 
@@ -202,11 +202,11 @@ class Launcher:
                     holders.append(_Aligned())
             params = (ctypes.c_void_p * max(1, len(holders)))(
                 *[h.address if isinstance(h, _Aligned) else ctypes.addressof(h) for h in holders])
-            config, attrs = _config(call, stream)
+            config, attrs = launch_config(call, stream)
             prepared = (config, params, attrs, holders)
             if len(self._prepared) >= _MAX_CACHED:
                 self._prepared.clear()
             self._prepared[key] = prepared
         config, params = prepared[0], prepared[1]
-        _check(_libcuda().cuLaunchKernelEx(ctypes.byref(config), function, params, None),
+        check_result(libcuda().cuLaunchKernelEx(ctypes.byref(config), function, params, None),
                f"cuLaunchKernelEx of {call.kernel}")

@@ -113,6 +113,21 @@ def serve(conn: Connection, device: int) -> None:
             conn.send(("error", f"{exc.__class__.__name__}: {str(exc)[:1000]}"))
 
 
+def gpu_holders() -> str:
+    """What else is on the GPU, for a worker that did not start: most often a process left by an
+    earlier run (a kernel that never ends, a profiler replaying one) keeps every new context
+    waiting. Empty where nvidia-smi cannot tell."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,process_name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=15).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    apps = [" ".join(line.split()) for line in out.splitlines() if line.strip()][:5]
+    return f"; processes on the GPU: {'; '.join(apps)} (one left by an earlier run holds it?)" if apps else ""
+
+
 class WorkerDied(Exception):
     """The worker exited or was killed; ``reason`` says how."""
 
@@ -146,7 +161,9 @@ class Worker:
         self._conn = parent
         try:
             op, props = self._recv(STARTUP_TIMEOUT_S)
-        except (WorkerDied, WorkerTimeout) as exc:
+        except WorkerTimeout as exc:
+            raise EvolveError(f"the GPU worker did not start: {exc}{gpu_holders()}") from None
+        except WorkerDied as exc:
             raise EvolveError(f"the GPU worker did not start: {exc}") from None
         if op != "ready":
             self.close()

@@ -41,6 +41,7 @@ import threading
 import time
 from pathlib import Path
 
+from evolve import markup
 from evolve.errors import EvolveError
 from evolve.llm import Completion, LLMError, Messages, Purpose
 from evolve.llm.budget import Prices
@@ -57,7 +58,6 @@ KINDS = ("prompt.md", "request.json", "answer.md", "answer.done", "usage.json", 
 # the mailbox's own names only: a stray file with a 246-digit number must not set the next number
 _NUMBERED = re.compile(r"^(\d{4,9})\.(?:" + "|".join(re.escape(k) for k in KINDS) + r")$")
 MAX_NUMBER = 10**9 - 1
-_BACKTICKS = re.compile(r"`+")
 
 
 def estimate_tokens(text: str) -> int:
@@ -281,7 +281,7 @@ def render_prompt(n: int, messages: Messages, purpose: Purpose | None, answer: P
     for i, m in enumerate(messages, 1):
         role = str(m.get("role", "user"))
         content = str(m.get("content", ""))
-        fence = "`" * max(4, 1 + max((len(r) for r in _BACKTICKS.findall(content)), default=0))
+        fence = markup.fence(content, minimum=4)
         label = "Assistant message (the earlier answer)" if role == "assistant" else f"{role.title()} message"
         out += ["", f"## {i}. {label}", "", f"{fence}markdown", content, fence]
     out += ["", "---", f"Write the model's whole answer to {answer}, then create {done}", ""]

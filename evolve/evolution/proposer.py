@@ -216,9 +216,12 @@ class Proposer:
             raise
         finally:
             c = completion
-            self.budget.settle(c.prompt_tokens if c else 0, c.completion_tokens if c else 0,
-                               c.cost_usd if c else 0.0)
-            if c is not None:
+            if c is not None and c.again:
+                self.budget.release()  # counted when it was first taken
+            else:
+                self.budget.settle(c.prompt_tokens if c else 0, c.completion_tokens if c else 0,
+                                   c.cost_usd if c else 0.0)
+            if c is not None and not c.again:
                 self.log.write("call", prompt_hash=prompt_hash(messages), proposal=plan.index,
                                operator=plan.operator, model=c.model, messages=messages,
                                response=c.text, prompt_tokens=c.prompt_tokens,

@@ -21,6 +21,7 @@ from evolve.evaluate.metrics import bound, headline, peak_text
 from evolve.evaluate.objective import Objective
 from evolve.evaluate.plan import make_plan
 from evolve.hardware import Hardware
+from evolve.markup import md_text
 from evolve.record.schema import ORIGIN, Attr, Op, counts_toward_budget, fastest_per_variant, winner
 from evolve.record.variants import VariantStore
 from evolve.results.bestpy import best_py
@@ -166,7 +167,8 @@ def _sanitizer_report(sanitized: dict[str, Any] | None) -> str:
         return ""
     lines = ["", "## compute-sanitizer on the winner", ""]
     for tool, r in sanitized.items():
-        lines.append(f"- {tool}: {r}" if isinstance(r, str) else f"- {tool}: {r.get('errors')} errors")
+        lines.append(f"- {md_text(tool)}: {md_text(r)}" if isinstance(r, str) else
+                     f"- {md_text(tool)}: {md_text(r.get('errors'))} errors")
     return "\n".join(lines) + "\n"
 
 
@@ -174,12 +176,13 @@ def _verification_report(checks: list[Verification] | None) -> str:
     if not checks:
         return "\nThe winner was not re-measured (replay backend).\n"
     out = ["", "## Re-verification of the winner", "",
-           f"In a fresh worker with fresh seeds, at held-out sizes {', '.join(checks[0].sizes)}:", "",
+           "In a fresh worker with fresh seeds, at held-out sizes "
+           f"{md_text(', '.join(checks[0].sizes))}:", "",
            "| trial | status | search ms | again ms | reproduced | reason |", "|---:|---|---:|---:|---|---|"]
     for c in checks:
         again = f"{c.time_ms:.4g}" if c.time_ms is not None else "-"
-        reason = c.reason.replace("|", "\\|")[:150]
-        out.append(f"| {c.trial} | {c.status} | {c.recorded_ms:.4g} | {again} | "
+        reason = md_text(c.reason[:150])
+        out.append(f"| {c.trial} | {md_text(c.status)} | {c.recorded_ms:.4g} | {again} | "
                    f"{'yes' if c.reproduced else 'no'} | {reason} |")
     if not any(c.passed for c in checks):
         out += ["", "No candidate passed re-verification: nothing is exported as the best kernel."]
@@ -229,9 +232,9 @@ def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardwar
             stop_reason: str) -> str:
     timing = size_label(task.timing_sizes[0])
     out = [
-        f"# Run `{study.study_name}` — task `{task.name}` on {hw.device or hw.name}",
+        f"# Run {md_text(study.study_name)} — task {md_text(task.name)} on {md_text(hw.device or hw.name)}",
         "",
-        f"{task.description}",
+        md_text(task.description, one_line=False),
         "",
         f"- Timing size: {timing}; objective in milliseconds (median over samples, L2 flushed).",
         f"- Bandwidth ceiling {hw.bandwidth_ceiling / 1e9:.0f} GB/s: the faster of a measured "
@@ -243,7 +246,7 @@ def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardwar
         "",
     ]
     if failures:
-        out += ["Failures by kind: " + ", ".join(f"{k} {n}" for k, n in failures.most_common()), ""]
+        out += ["Failures by kind: " + ", ".join(f"{md_text(k)} {n}" for k, n in failures.most_common()), ""]
     out += ["## Variants", "",
             "| variant | operator | trials | failed | default ms | best ms | speedup | best tunables |",
             "|---|---|---:|---:|---:|---:|---:|---|"]
@@ -254,10 +257,11 @@ def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardwar
         default = next((t.value for t in good if t.params == v.spec.default), None)
         best = bests.get(v.id)
         out.append(
-            f"| {v.name} | {variants.meta[v.id].operator} | {len(mine)} | {len(mine) - len(good)} | "
+            f"| {md_text(v.name)} | {md_text(variants.meta[v.id].operator)} | {len(mine)} | "
+            f"{len(mine) - len(good)} | "
             f"{_ms(default)} | {_ms(best.value if best else None)} | "
             f"{f'{default / best.value:.2f}x' if best and default else '-'} | "
-            f"{_fmt(best.params) if best else '-'} |"
+            f"{md_text(_fmt(best.params)) if best else '-'} |"
         )
     compute = bound(task, hw) == "compute"  # lead with the figure that matters
     rate = (("TFLOP/s", "% of peak", "tflops", "compute_fraction") if compute else
@@ -268,18 +272,21 @@ def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardwar
     for t in sorted(ok, key=lambda t: t.value)[:10]:
         a = t.user_attrs
         out.append(
-            f"| {t.number} | {a.get(Attr.VARIANT_NAME)} | {t.value:.4g} | {a.get(Attr.IQR_MS, 0):.2g} | "
+            f"| {t.number} | {md_text(a.get(Attr.VARIANT_NAME))} | {t.value:.4g} | "
+            f"{a.get(Attr.IQR_MS, 0):.2g} | "
             f"{a.get(rate[2], 0):.{1 if compute else 0}f} | {100 * a.get(rate[3], 0):.1f} | "
-            f"{a.get(Attr.REGISTERS, '-')} | {a.get(Attr.OCCUPANCY, '-')} | {_fmt(t.params)} |"
+            f"{a.get(Attr.REGISTERS, '-')} | {a.get(Attr.OCCUPANCY, '-')} | "
+            f"{md_text(_fmt(t.params))} |"
         )
     bad = [t for t in done if t.state == TrialState.FAIL][:10]
     if bad:
         out += ["", "## Failed trials (first 10)", "",
                 "| trial | variant | status | reason |", "|---:|---|---|---|"]
         for t in bad:
-            reason = str(t.user_attrs.get(Attr.REASON, "")).replace("|", "\\|").replace("\n", " ")[:200]
+            reason = md_text(str(t.user_attrs.get(Attr.REASON, ""))[:200])
             a = t.user_attrs
-            out.append(f"| {t.number} | {a.get(Attr.VARIANT_NAME)} | {a.get(Attr.STATUS)} | {reason} |")
+            out.append(f"| {t.number} | {md_text(a.get(Attr.VARIANT_NAME))} | "
+                       f"{md_text(a.get(Attr.STATUS))} | {reason} |")
     return "\n".join(out) + "\n"
 
 

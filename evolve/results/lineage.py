@@ -21,6 +21,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from evolve.markup import md_text
 from evolve.record.schema import Attr, Op, counts_toward_budget, fastest_per_variant
 from evolve.record.variants import VariantStore
 from evolve.results.curve import FAILED, IMPROVED, OPERATOR_COLORS, OTHER_COLOR, evolution_figure
@@ -133,7 +134,7 @@ def _overall_best(rows: list[Row]) -> Row | None:
 def _table(study_name: str, rows: list[Row]) -> str:
     improvements = [r for r in rows if r.improvement]
     out = [
-        f"# Lineage of run `{study_name}`", "",
+        f"# Lineage of run {md_text(study_name)}", "",
         f"{len(rows)} variants, {sum(r.operator == Op.SEED for r in rows)} of them seeds; "
         f"{len(improvements)} improvements. A child improves when its best time beats its first "
         "parent's best by more than 2 × (IQR of the child's best trial + IQR of the parent's).", "",
@@ -143,23 +144,26 @@ def _table(study_name: str, rows: list[Row]) -> str:
     ]
     out += [_table_row(r) for r in rows]
     out += ["", "## Improvements", ""]
-    out += [f"- {r.name} ({r.operator} of {r.parent_names[0]}): {r.parent_ms:.4g} -> {r.best_ms:.4g} ms "
+    out += [f"- {_cell(r.name)} ({_cell(r.operator)} of {_cell(r.parent_names[0])}): "
+            f"{r.parent_ms:.4g} -> {r.best_ms:.4g} ms "
             f"({r.speedup:.2f}x)" for r in improvements] or ["None beyond the noise."]
     return "\n".join(out) + "\n"
 
 
 def _table_row(r: Row) -> str:
     failure = "" if r.status == "ok" else ": ".join(filter(None, [r.status, _clip(r.reason, REASON_CHARS)]))
-    cells = [
-        r.name, r.id, r.operator, ", ".join(r.parent_names) or "-", _or_dash(r.island), r.model or "-",
-        _or_dash(r.tokens), str(r.trials), _ms(r.best_ms),
-        f"{r.speedup:.2f}x" if r.speedup else "-", "yes" if r.improvement else "", failure,
+    cells = [  # what a candidate, model or task can set is data; the figures are ours
+        _cell(r.name), _cell(r.id), _cell(r.operator), ", ".join(map(_cell, r.parent_names)) or "-",
+        _or_dash(r.island), _cell(r.model) if r.model else "-", _or_dash(r.tokens), str(r.trials),
+        _ms(r.best_ms), f"{r.speedup:.2f}x" if r.speedup else "-", "yes" if r.improvement else "",
+        _cell(failure),
     ]
-    return "| " + " | ".join(_cell(c) for c in cells) + " |"
+    return "| " + " | ".join(cells) + " |"
 
 
 def _cell(text: str) -> str:
-    return _clean(text).replace("|", "\\|").replace("\n", " ")
+    """Data (names, reasons, models) as one line of literal text: never markup (evolve.markup)."""
+    return md_text(_clean(text))
 
 
 def _clean(text: str) -> str:

@@ -138,8 +138,8 @@ def test_write_lineage(store: VariantStore, family: dict[str, Variant], tmp_path
     assert cells["d"][9:11] == ["1.05x", ""]
     assert cells["naive"][3:7] == ["-", "0", "-", "-"]
     failure = cells["f"][11]
-    assert failure.startswith("compile_error: line 3: error \\| expected") and "before '}'" in failure
-    assert len(failure.removeprefix("compile_error: ").replace("\\|", "|")) == 80
+    assert failure.startswith("compile_error: line 3: error &#124; expected") and "before '}'" in failure
+    assert len(failure.removeprefix("compile_error: ").replace("&#124;", "|")) == 80
     assert cells["g"][9:] == ["-", "", ""]
     improvements = md.split("## Improvements")[1].strip().splitlines()
     assert improvements == ["- c (mutate of naive): 8 -> 5 ms (1.60x)",

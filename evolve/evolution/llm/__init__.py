@@ -22,6 +22,7 @@ class Completion:
     cost_usd: float
     latency_s: float
     attempts: int = 1
+    again: bool = False  # an answer taken (and counted) before, given once more: no new model call
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,11 @@ class LLMBudget:
                 raise LLMError("budget", f"LLM budget spent ({cap})")
             self._in_flight += 1
 
+    def release(self) -> None:
+        """A reserved call that was not made (an answer given again): nothing is counted."""
+        with self._lock:
+            self._in_flight -= 1
+
     def settle(self, prompt_tokens: int, completion_tokens: int, cost_usd: float) -> None:
         with self._lock:
             self._in_flight -= 1

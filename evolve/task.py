@@ -199,8 +199,7 @@ def load_task(cfg: Mapping[str, Any], resolve: bool = True) -> Task:
         args=args,
         correctness_sizes=correctness,
         timing_sizes=timing,
-        reference=_resolve_reference(name, str(cfg.get("reference", name)), base) if resolve
-        else _unresolved,
+        reference=_reference(name, cfg, base) if resolve else _unresolved,
         tolerance=tolerance,
         bytes_expr=bytes_expr,
         flops_expr=flops_expr,
@@ -283,6 +282,15 @@ def _resolve_seed(task: str, p: str, base: Path | None) -> Path:
             return path.resolve()
     raise EvolveError(f"task {task}: seed kernel {p!r} not found (looked in "
                       f"{', '.join(str(d) for d in places)})")
+
+
+def _reference(task: str, cfg: Mapping[str, Any], base: Path | None) -> Callable[..., dict[str, Any]]:
+    """A PyTorch problem file's Model (a task made by :mod:`evolve.torch_task`), else as named."""
+    if cfg.get("torch"):
+        from evolve.torch_task import TorchReference
+
+        return TorchReference(cfg)
+    return _resolve_reference(task, str(cfg.get("reference", task)), base)
 
 
 def _resolve_reference(task: str, ref: str, base: Path | None) -> Callable[..., dict[str, Any]]:

@@ -287,7 +287,7 @@ def _resolve_seed(task: str, p: str, base: Path | None) -> Path:
 def _reference(task: str, cfg: Mapping[str, Any], base: Path | None) -> Callable[..., dict[str, Any]]:
     """A PyTorch problem file's Model (a task made by :mod:`evolve.torch_task`), else as named."""
     if cfg.get("torch"):
-        from evolve.torch_task import TorchReference
+        from evolve.torch_reference import TorchReference
 
         return TorchReference(cfg)
     return _resolve_reference(task, str(cfg.get("reference", task)), base)

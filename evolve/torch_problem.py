@@ -80,7 +80,8 @@ class Problem:
         self.module = _import(self.path)
         m = self.module
         if function is None:
-            missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not callable(getattr(m, n, None))]
+            needed = ("Model", "get_inputs", "get_init_inputs")
+            missing = [n for n in needed if not callable(getattr(m, n, None))]
             if missing:
                 raise EvolveError(f"problem file {self.path}: needs {', '.join(missing)} (KernelBench's "
                                   "format), or name a function as FILE.py:FUNCTION")
@@ -136,7 +137,8 @@ class Problem:
             except NotImplementedError:
                 raise
             except Exception as exc:
-                raise EvolveError(f"problem file {self.path.name} at {dict(sizes)}: {describe(exc)}") from None
+                where = f"problem file {self.path.name} at {dict(sizes)}"
+                raise EvolveError(f"{where}: {describe(exc)}") from None
         for i, v in enumerate(raw):
             if not isinstance(v, torch.Tensor):
                 raise NotATask(f"get_inputs() gives a {type(v).__name__} at position {i}: only tensors are "
@@ -152,7 +154,7 @@ def _tensors(out: Any) -> tuple[torch.Tensor, ...]:
     outs = tuple(out) if isinstance(out, tuple | list) else (out,)
     for i, o in enumerate(outs):
         if not isinstance(o, torch.Tensor):
-            raise NotATask(f"forward returns a {type(o).__name__}"
+            raise NotATask(f"forward returns {type(o).__name__}"
                            f"{f' at position {i}' if len(outs) > 1 else ''}: only tensor outputs can be "
                            "compared")
         if o.dtype not in TORCH_DTYPES:

@@ -12,7 +12,8 @@ would hold, so every process rebuilds the same task from it (the file is importe
   the file is evaluated at again; an extent that is no plain size, nor a product of two, nor a
   constant (a conv's output height) is a derived size of its own, known at every size; so are
   the FLOPs (``model_flops``, from ``torch.utils.flop_counter``) when there are any;
-- the reference is the Model itself, in float64, ``eval()``, ``no_grad()`` (:class:`TorchReference`);
+- the reference is the Model itself, in float64, ``eval()``, ``no_grad()``
+  (:class:`evolve.torch_reference.TorchReference`);
   the tolerance is the output dtype's (``EVOLVE_TASK = {"tolerance": ...}`` overrides it; so does
   ``"init": {arg: {...}}`` an argument's distribution), bytes are those of the tensors;
 - the description is the problem file's source: with the argument table, the LLM's specification.
@@ -26,12 +27,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from evolve import dtypes
-from evolve.errors import EvolveError
+from evolve.errors import EvolveError, describe
 from evolve.torch_problem import TORCH_DTYPES, Instance, NotATask, Problem
 
 ELEMENTS = 1 << 21  # at most this many elements in all of a correctness size's tensors
@@ -71,7 +71,8 @@ def _config(p: Problem) -> dict[str, Any]:
     flops = {_label(s): _flops(p, s) for s in (timing, *correctness, *held)}
     _refuse_what_no_kernel_can_match(p, correctness[0])
     first = points[0][1]
-    at = timing if _elements(first) <= 1 << 26 else max(correctness, key=lambda s: _elements(shapes[_label(s)]))
+    biggest = max(correctness, key=lambda s: _elements(shapes[_label(s)]))
+    at = timing if _elements(first) <= 1 << 26 else biggest  # parameters' values, not only shapes
     real = p.build(at)
     exprs = {arg: _dims(arg, points, timing) for arg in first}
     derived = {d for e in exprs.values() for d in e if d.startswith("_")}
@@ -183,8 +184,10 @@ def _run_meta(p: Problem, inst: Instance) -> tuple[torch.Tensor, ...]:
     except NotATask:
         raise
     except Exception as exc:
-        raise EvolveError(f"problem file {p.path.name}: forward fails ({exc.__class__.__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+        if isinstance(exc, RuntimeError) and "meta tensor" in str(exc):
+            raise NotATask("forward reads a tensor's value into Python (.item(), float(), an if on the "
+                           "data): what a kernel computes must not hang on host decisions") from None
+        raise EvolveError(f"problem file {p.path.name}: forward fails ({describe(exc)})") from None
 
 
 def _shapes(p: Problem, sizes: Mapping[str, int], names: _Names) -> Shapes:
@@ -339,49 +342,3 @@ def _description(p: Problem) -> str:
     return (f"Compute what {what} in this PyTorch file computes, in eval mode (its float64 run is the "
             f"reference); the Model's parameters and buffers are input arguments named after its "
             f"state_dict keys ('.' as '_'), the outputs are out (or out0, out1, ...):\n{p.source}")
-
-
-class TorchReference:
-    """The Model of a torch task's configuration as its float64 reference (or, ``native=True``, in
-    its own dtypes: the float32 run that the tolerance must admit). Built on the CPU once per size;
-    arrays of another module (CuPy) are copied through the host, so nothing of PyTorch stays on
-    the GPU."""
-
-    def __init__(self, cfg: Mapping[str, Any]) -> None:
-        t = cfg["torch"]
-        self.problem = Problem(Path(str(t["file"])), t.get("function"))
-        if self.problem.sha256 != t["sha256"]:
-            raise EvolveError(f"problem file {self.problem.path} changed since the task was made from it")
-        self.size_names = list(t["sizes"])
-        self.inputs, self.state = list(t["inputs"]), dict(t["state"])
-        self.outputs = list(t["outputs"])
-        self.dtypes = {k: str(a.get("dtype", "float32")) for k, a in cfg["args"].items()}
-        self._models: dict[tuple[str, bool], torch.nn.Module] = {}
-
-    def __call__(self, xp: Any, x: Mapping[str, Any], sizes: Mapping[str, int]) -> dict[str, Any]:
-        return self.run(xp, x, sizes, native=False)
-
-    def run(self, xp: Any, x: Mapping[str, Any], sizes: Mapping[str, int], native: bool) -> dict[str, Any]:
-        plain = {k: int(sizes[k]) for k in self.size_names}
-        key = (_label(plain), native)
-        model = self._models.get(key)
-        if model is None:
-            model = self.problem.build(plain).model
-            if not native:
-                model.double()
-            self._models = {key: model}  # one size at a time: sizes come in order
-        host = {k: v if xp is np else xp.asnumpy(v) for k, v in x.items()}
-        t = {k: self._tensor(k, np.ascontiguousarray(v), native) for k, v in host.items()}
-        model.load_state_dict({key: t[arg] for arg, key in self.state.items()}, strict=True)
-        with torch.no_grad():
-            outs = Instance(model, {n: t[n] for n in self.inputs}).run()
-        res = {n: o.detach().to(torch.float64 if o.is_floating_point() else o.dtype).numpy()
-               for n, o in zip(self.outputs, outs, strict=True)}
-        return res if xp is np else {k: xp.asarray(v) for k, v in res.items()}
-
-    def _tensor(self, arg: str, v: np.ndarray, native: bool) -> torch.Tensor:
-        d = dtypes.get(self.dtypes[arg])
-        t = torch.from_numpy(v)
-        if d.kind != "float":
-            return t.to(next(k for k, n in TORCH_DTYPES.items() if n == d.name))
-        return t.to(next(k for k, n in TORCH_DTYPES.items() if n == d.name)) if native else t.double()

@@ -23,7 +23,7 @@ import numpy as np
 
 from evolve import dtypes
 from evolve.compiler import CompileError, compile_cuda, first_error, target_arch
-from evolve.correctness import admit
+from evolve.correctness import admit, compare
 from evolve.cubin import CubinError, inspect
 from evolve.errors import EvolveError, SpecError, describe
 from evolve.hardware import Hardware, named
@@ -54,6 +54,8 @@ def check_task(c: Mapping[str, Any], say: Say = print) -> int:
     hw = _target(c["hardware"], say)
     cfg = c["backend"]
     references(task, problem)
+    if task.config.get("torch") and not problems:
+        own_model(task, problem)
     if not problems:  # admission reruns the reference: no second report of the same fault
         try:
             admit(task)
@@ -117,6 +119,27 @@ def references(task: Task, problem: Say) -> None:
                         f"integers in [{d.range()[0]}, {d.range()[1]}]")
             elif not np.array_equal(r, np.asarray(again[arg.name], dtype=np.float64), equal_nan=True):
                 problem(f"{where}: {arg.name} differs between two calls on the same inputs")
+
+
+def own_model(task: Task, problem: Say) -> None:
+    """A PyTorch task: the Model run in its own dtypes (float32) must pass against its float64 run
+    at every correctness size, or the tolerance asks what not even PyTorch does."""
+    for i, sizes in enumerate(task.correctness_sizes):
+        inputs = task.make_inputs(np, sizes, 2000 + i)
+        wide = {a.name: dtypes.widen(np, inputs[a.name], a.dtype) for a in task.inputs}
+        try:
+            got = task.reference.run(np, wide, sizes, native=True)  # type: ignore[attr-defined]
+        except Exception as exc:
+            problem(f"the Model in its own dtypes at {size_label(sizes)}: {describe(exc)}")
+            return
+        ref = task.expected(np, inputs, sizes)
+        for a in task.outputs:
+            if reason := compare(np, a.name, dtypes.store(np.asarray(got[a.name]), a.dtype), ref[a.name],
+                                 task.tolerance_for(a), None, a.dtype):
+                problem(f"the Model in its own dtypes fails its float64 reference at {size_label(sizes)} "
+                        f"({reason}): loosen the tolerance (EVOLVE_TASK = {{'tolerance': {{atol, rtol, "
+                        "l2}} in the problem file)")
+                return
 
 
 def traffic(task: Task, problem: Say, say: Say) -> None:

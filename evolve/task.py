@@ -29,6 +29,7 @@ from evolve.paths import KERNELS_DIR
 from evolve.spec import Variant
 
 ROLES = ("input", "output", "inout")
+MAX_SCRATCH_BYTES = 1 << 34  # a task's default max_scratch_bytes (16 GiB; the GPU's memory bounds it too)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class Task:
     seed_paths: tuple[Path, ...]
     config: Mapping[str, Any]
     peak: str = "fp32"  # the compute peak that bounds it (evolve.hardware.PEAKS), or "memory"
+    max_scratch_bytes: int = MAX_SCRATCH_BYTES  # a kernel's scratch buffers in all, at any size
 
     @property
     def inputs(self) -> tuple[Arg, ...]:
@@ -179,6 +181,9 @@ def load_task(cfg: Mapping[str, Any], resolve: bool = True) -> Task:
         peak = str(traffic.get("peak", "memory" if flops_expr.text == "0" else "fp32"))
         if peak not in ("memory", *PEAKS):
             raise ValueError(f"traffic.peak must be memory or one of {', '.join(PEAKS)}")
+        max_scratch = int(cfg.get("max_scratch_bytes", MAX_SCRATCH_BYTES))
+        if max_scratch < 0:
+            raise ValueError("max_scratch_bytes must not be negative")
     except (KeyError, TypeError, ValueError, SpecError) as exc:
         raise fail(f"malformed configuration ({exc.__class__.__name__}: {exc})") from None
     if not any(a.role != "output" for a in args) or not any(a.role != "input" for a in args):
@@ -207,6 +212,7 @@ def load_task(cfg: Mapping[str, Any], resolve: bool = True) -> Task:
         seed_paths=seed_paths,
         config=dict(cfg),
         peak=peak,
+        max_scratch_bytes=max_scratch,
     )
     for s in (*correctness, *timing):
         for a in args:

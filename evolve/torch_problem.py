@@ -34,7 +34,8 @@ from evolve.errors import EvolveError, describe
 TORCH_DTYPES = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
                 torch.bfloat16: "bfloat16", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32",
                 torch.int64: "int64", torch.uint8: "uint8", torch.bool: "bool"}
-OVERRIDES = "EVOLVE_TASK"  # an optional module-level dict: name, description, tolerance, init
+OVERRIDES = "EVOLVE_TASK"  # an optional module-level dict of the keys below
+OVERRIDABLE = {"name", "description", "tolerance", "init", "max_scratch_bytes"}
 
 
 class NotATask(EvolveError):
@@ -96,9 +97,9 @@ class Problem:
         self.globals = {k: v for k, v in vars(m).items()
                         if type(v) is int and not k.startswith("_") and k.isidentifier()}
         over = getattr(m, OVERRIDES, None) or {}
-        if not isinstance(over, Mapping) or set(over) - {"name", "description", "tolerance", "init"}:
-            raise EvolveError(f"problem file {self.path}: {OVERRIDES} must be a dict of name, description, "
-                              "tolerance, init")
+        if not isinstance(over, Mapping) or set(over) - OVERRIDABLE:
+            raise EvolveError(f"problem file {self.path}: {OVERRIDES} must be a dict of "
+                              f"{', '.join(sorted(OVERRIDABLE))}")
         self.overrides = dict(over)
 
     @property

@@ -15,7 +15,8 @@ would hold, so every process rebuilds the same task from it (the file is importe
 - the reference is the Model itself, in float64, ``eval()``, ``no_grad()``
   (:class:`evolve.torch_reference.TorchReference`);
   the tolerance is the output dtype's (``EVOLVE_TASK = {"tolerance": ...}`` overrides it; so does
-  ``"init": {arg: {...}}`` an argument's distribution), bytes are those of the tensors;
+  ``"init": {arg: {...}}`` an argument's distribution, ``"max_scratch_bytes"`` the scratch a
+  kernel may declare), bytes are those of the tensors;
 - the description is the problem file's source: with the argument table, the LLM's specification.
 What cannot be a task is refused with one line (:class:`~evolve.torch_problem.NotATask`).
 """
@@ -117,6 +118,8 @@ def _config(p: Problem) -> dict[str, Any]:
     }
     if "tolerance" in p.overrides:
         cfg["tolerance"] = dict(p.overrides["tolerance"])
+    if "max_scratch_bytes" in p.overrides:
+        cfg["max_scratch_bytes"] = int(p.overrides["max_scratch_bytes"])
     return cfg
 
 

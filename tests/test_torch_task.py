@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 from test_check import run
 from test_cli import cli
+from test_walkthrough import bash
 
 from evolve.errors import EvolveError
 from evolve.expr import Expr
+from evolve.paths import ROOT
 from evolve.task import load_task
 
 torch = pytest.importorskip("torch")
@@ -166,3 +168,14 @@ def test_a_file_without_the_format_says_what_it_lacks(tmp_path: Path) -> None:
         task_config(path)
     with pytest.raises(EvolveError, match="needs a function 'nope' and its example inputs"):
         task_config(path, "nope")
+
+
+def test_the_readme_section_runs_as_written(tmp_path: Path) -> None:
+    """README "From a PyTorch module": its bash block in an empty folder, with the output it shows."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("\n## From a PyTorch module\n")
+    block = text[start:text.index("\n## ", start + 1)].split("```bash\n", 1)[1].split("\n```", 1)[0]
+    shown = [line.removeprefix("# ") for line in block.splitlines() if line.startswith("# check:")]
+    out = bash(block, tmp_path, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert shown and shown[0] in out.stdout.splitlines()

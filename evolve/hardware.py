@@ -44,6 +44,7 @@ class Hardware:
     copy_bandwidth_bps: float | None = None  # measured device-to-device copy (read + write)
     read_bandwidth_bps: float | None = None  # measured read-only stream
     device: str = ""  # the device's own name, when read from one
+    memory_bytes: int = 0  # global memory (the device's own figure when read from one), 0: unknown
     # further datasheet peaks (dense), 0 where the datasheet gives none
     peak_fp64_flops: float = 0.0
     peak_tf32_tensor_flops: float = 0.0
@@ -123,6 +124,7 @@ def from_device(props: Mapping[str, Any]) -> Hardware:
         shared_per_sm=props["shared_per_sm"],
         registers_per_sm=props["registers_per_sm"],
         l2_bytes=props["l2_bytes"],
+        memory_bytes=props.get("memory_bytes", 0),
         peak_dram_bps=base.peak_dram_bps if base else 0.0,
         device=props["name"],
         **{f: getattr(base, f) if base else 0.0 for f in PEAKS.values()},
@@ -137,7 +139,8 @@ def check_device(target: Hardware, props: Mapping[str, Any]) -> Hardware:
             f"hardware={target.name} is {target.arch} but the GPU is {props['name']} ({arch}); "
             "use hardware=auto"
         )
-    return replace(target, device=props["name"], l2_bytes=props["l2_bytes"])
+    return replace(target, device=props["name"], l2_bytes=props["l2_bytes"],
+                   memory_bytes=props.get("memory_bytes", target.memory_bytes))
 
 
 def _slug(name: str) -> str:

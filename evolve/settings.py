@@ -155,6 +155,9 @@ class TaskSettings:
     defines: dict[str, Any] | None = None  # -D macros for every seed
     seeds: list[str] = field(default_factory=list)  # seed kernels, relative to the task file
     dir: str | None = None  # the task file's folder (set by evolve)
+    max_scratch_bytes: int | None = None  # the most scratch a spec may declare (None: 16 GiB)
+    torch: dict[str, Any] | None = None  # a task made from a PyTorch problem file (evolve.task.torch_task)
+    module: dict[str, Any] | None = None  # best.ModelNew's constructor, forward and parameters
 
 
 @dataclass
@@ -171,6 +174,7 @@ class HardwareSettings:
     shared_per_sm: int | None = None
     registers_per_sm: int | None = None
     l2_bytes: int | None = None
+    memory_bytes: int | None = None  # global memory (datasheet; a worker reads the device's own)
     peak_dram_bps: float | None = None
     peak_fp32_flops: float | None = None
     peak_fp64_flops: float | None = None

@@ -31,7 +31,7 @@ from evolve.kernel.compiler import CompileError, compile_cuda, first_error, nvrt
 from evolve.kernel.cubin import CubinError, inspect
 from evolve.kernel.signature import wrong_types
 from evolve.kernel.spec import Variant
-from evolve.task.correctness import admit
+from evolve.task.correctness import admit, compare
 from evolve.task.files import with_task_dir
 from evolve.task.task import Task, load_task, size_label
 
@@ -57,6 +57,8 @@ def check_task(c: Mapping[str, Any], say: Say = print) -> int:
     hw = _target(c["hardware"], say)
     cfg = c["backend"]
     references(task, problem)
+    if task.config.get("torch") and not problems:
+        own_model(task, problem)
     if not problems:  # admission reruns the reference: no second report of the same fault
         try:
             admit(task)
@@ -125,6 +127,27 @@ def references(task: Task, problem: Say) -> None:
         n = len(task.correctness_sizes)
         problem(f"reference at {where[0]}: {reason}" if len(where) == 1 else
                 f"reference: {reason} (at {len(where)} of {n} sizes, first: {where[0]})")
+
+
+def own_model(task: Task, problem: Say) -> None:
+    """A PyTorch task: the Model run in its own dtypes (float32) must pass against its float64 run
+    at every correctness size, or the tolerance asks what not even PyTorch does."""
+    for i, sizes in enumerate(task.correctness_sizes):
+        inputs = task.make_inputs(np, sizes, 2000 + i)
+        wide = {a.name: dtypes.widen(np, inputs[a.name], a.dtype) for a in task.inputs}
+        try:
+            got = task.reference.run(np, wide, sizes, native=True)  # type: ignore[attr-defined]
+        except Exception as exc:
+            problem(f"the Model in its own dtypes at {size_label(sizes)}: {describe(exc)}")
+            return
+        ref = task.expected(np, inputs, sizes)
+        for a in task.outputs:
+            if reason := compare(np, a.name, dtypes.store(np.asarray(got[a.name]), a.dtype), ref[a.name],
+                                 task.tolerance_for(a), None, a.dtype):
+                problem(f"the Model in its own dtypes fails its float64 reference at {size_label(sizes)} "
+                        f"({reason}): loosen the tolerance (EVOLVE_TASK = {{'tolerance': {{atol, rtol, "
+                        "l2}} in the problem file)")
+                return
 
 
 def traffic(task: Task, problem: Say, say: Say) -> None:

@@ -19,7 +19,6 @@ from evolve.task.task import Task
 
 MAX_GRID = (2**31 - 1, 65535, 65535)
 MAX_BLOCK = (1024, 1024, 64)
-MAX_SCRATCH_BYTES = 1 << 32  # 4 GiB, and never more than 4x the task's own buffers
 # What the harness passes: a device pointer, an int, a CUtensorMap by value (128 bytes).
 ARG_BYTES = {"buffer": 8, "int32": 4, "tensor_map": 128}
 ARG_ALIGN = {"buffer": 8, "int32": 4, "tensor_map": 64}  # CUtensorMap is alignas(64)
@@ -76,8 +75,9 @@ def make_plan(spec: LaunchSpec, task: Task, sizes: Mapping[str, int],
             raise SpecError(f"scratch {s.name} has {count} elements at {dict(sizes)}")
         scratch.append(ScratchBuffer(s.name, s.dtype, count, s.zero))
     total = sum(DTYPES[s.dtype] * s.count for s in scratch)
-    if total > min(MAX_SCRATCH_BYTES, 4 * task_bytes + (1 << 20)):
-        raise SpecError(f"scratch of {total} bytes is too large for this task at {dict(sizes)}")
+    if total > (limit := scratch_limit(task, hw, task_bytes)):
+        raise SpecError(f"scratch of {total} bytes is too large for this task at {dict(sizes)} (at most "
+                        f"{limit}: the task's max_scratch_bytes, and half the GPU's memory less its buffers)")
 
     declared = {m.name for m in spec.tensor_maps}
     if declared:
@@ -116,6 +116,15 @@ def make_plan(spec: LaunchSpec, task: Task, sizes: Mapping[str, int],
             args.append(("int32", v))
         calls.append(Call(launch.kernel, grid, block, shared, tuple(args), cluster))
     return Plan(tuple(scratch), tuple(calls), tuple(maps.values()))
+
+
+def scratch_limit(task: Task, hw: Hardware, task_bytes: int) -> int:
+    """As much scratch as a kernel needs (a fused kernel's intermediates may outweigh the task's own
+    buffers), up to the task's setting and what the GPU holds beside the harness's copies of the
+    task's buffers. Scratch is poisoned before every timed call, so its size buys no cache."""
+    if not hw.memory_bytes:
+        return task.max_scratch_bytes
+    return max(0, min(task.max_scratch_bytes, hw.memory_bytes // 2 - task_bytes))
 
 
 def device_names(hw: Hardware) -> dict[str, int]:

@@ -88,22 +88,37 @@ def _known(most: int = 8) -> str:
 
 def _is_file(value: str) -> bool:
     value = value.replace("\\:", ":")  # Hydra escapes ':' in the overrides it hands to jobs
-    return (value.startswith(FILE_PREFIX) or value.endswith(SUFFIXES)
+    return (value.startswith(FILE_PREFIX) or value.endswith(SUFFIXES) or _problem_file(value)[0] is not None
             or ("/" in value and Path(value).exists()))
+
+
+def _problem_file(value: str) -> tuple[str | None, str | None]:
+    """A PyTorch problem file named as ``PATH.py`` or ``PATH.py:FUNCTION``: (path, function)."""
+    path, _, function = value.removeprefix(FILE_PREFIX).partition(".py:")
+    if function:
+        return (path + ".py", function) if function.isidentifier() else (None, None)
+    return (path, None) if path.endswith(".py") else (None, None)
 
 
 def _register(value: str) -> str:
     from hydra.core.config_store import ConfigStore
 
     value = value.replace("\\:", ":")
-    path = Path(value.removeprefix(FILE_PREFIX)).expanduser()
+    problem, function = _problem_file(value)
+    path = Path(problem or value.removeprefix(FILE_PREFIX)).expanduser()
     if not path.is_file():
         raise EvolveError(f"task file {value.removeprefix(FILE_PREFIX)} not found"
                           + (" (it is a folder: name the YAML file in it)" if path.is_dir() else _near(path)))
     path = path.resolve()
-    key = f"{FILE_PREFIX}{path}"
+    key = f"{FILE_PREFIX}{path}" + (f":{function}" if function else "")
     group, name = key.rsplit("/", 1)
-    ConfigStore.instance().store(group=f"task/{group}", name=name, node=read_task_file(path))
+    if problem:
+        from evolve.task.torch_task import task_config
+
+        node = task_config(path, function)
+    else:
+        node = read_task_file(path)
+    ConfigStore.instance().store(group=f"task/{group}", name=name, node=node)
     return key
 
 

@@ -30,6 +30,7 @@ from evolve.task import references
 from evolve.task.inputs import Init, check_draw, draw, fill, parse_init
 
 ROLES = ("input", "output", "inout")
+MAX_SCRATCH_BYTES = 1 << 34  # a task's default max_scratch_bytes (16 GiB; the GPU's memory bounds it too)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class Task:
     seed_paths: tuple[Path, ...]
     config: Mapping[str, Any]
     peak: str = "fp32"  # the compute peak that bounds it (evolve.hardware.PEAKS), or "memory"
+    max_scratch_bytes: int = MAX_SCRATCH_BYTES  # a kernel's scratch buffers in all, at any size
 
     @property
     def inputs(self) -> tuple[Arg, ...]:
@@ -188,6 +190,10 @@ def load_task(cfg: Mapping[str, Any], resolve: bool = True) -> Task:
         peak = str(traffic.get("peak") or ("memory" if flops_expr.text == "0" else "fp32"))
         if peak not in ("memory", *PEAKS):
             raise ValueError(f"traffic.peak must be memory or one of {', '.join(PEAKS)}")
+        given = cfg.get("max_scratch_bytes")
+        max_scratch = MAX_SCRATCH_BYTES if given is None else int(given)
+        if max_scratch < 0:
+            raise ValueError("max_scratch_bytes must not be negative")
     except (KeyError, TypeError, ValueError, SpecError) as exc:
         raise fail(f"malformed configuration ({exc.__class__.__name__}: {exc})") from None
     if not any(a.role != "output" for a in args) or not any(a.role != "input" for a in args):
@@ -208,8 +214,7 @@ def load_task(cfg: Mapping[str, Any], resolve: bool = True) -> Task:
         args=args,
         correctness_sizes=correctness,
         timing_sizes=timing,
-        reference=_resolve_reference(name, str(cfg.get("reference") or name), base) if resolve
-        else _unresolved,
+        reference=_reference(name, cfg, base) if resolve else _unresolved,
         tolerance=tolerance,
         bytes_expr=bytes_expr,
         flops_expr=flops_expr,
@@ -217,6 +222,7 @@ def load_task(cfg: Mapping[str, Any], resolve: bool = True) -> Task:
         seed_paths=seed_paths,
         config=dict(cfg),
         peak=peak,
+        max_scratch_bytes=max_scratch,
     )
     for s in (*correctness, *timing):
         for a in args:
@@ -292,6 +298,15 @@ def _resolve_seed(task: str, p: str, base: Path | None) -> Path:
             return path.resolve()
     raise EvolveError(f"task {task}: seed kernel {p!r} not found (looked in "
                       f"{', '.join(str(d) for d in places)})")
+
+
+def _reference(task: str, cfg: Mapping[str, Any], base: Path | None) -> Callable[..., dict[str, Any]]:
+    """A PyTorch problem file's Model (a task made by :mod:`evolve.task.torch_task`), else as named."""
+    if cfg.get("torch"):
+        from evolve.task.torch_reference import TorchReference
+
+        return TorchReference(cfg)
+    return _resolve_reference(task, str(cfg.get("reference") or task), base)
 
 
 def _resolve_reference(task: str, ref: str, base: Path | None) -> Callable[..., dict[str, Any]]:

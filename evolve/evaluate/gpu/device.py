@@ -49,6 +49,7 @@ def device_properties(device: int) -> dict[str, Any]:
         "shared_per_sm": attr(runtime.cudaDevAttrMaxSharedMemoryPerMultiprocessor, device),
         "registers_per_sm": attr(runtime.cudaDevAttrMaxRegistersPerMultiprocessor, device),
         "l2_bytes": attr(runtime.cudaDevAttrL2CacheSize, device),
+        "memory_bytes": int(props["totalGlobalMem"]),
         "driver": runtime.driverGetVersion(),
         "pci_bus": attr(runtime.cudaDevAttrPciBusId, device),
     }

@@ -1,0 +1,185 @@
+"""A PyTorch problem file (KernelBench's format, or a function with its example inputs), evaluated
+at chosen sizes.
+
+A problem file is the user's own code, imported like a task's reference module; nothing of an
+LLM's runs here. Two forms:
+
+- ``problem.py``: ``class Model(nn.Module)`` with ``forward``, module-level ``get_inputs()`` and
+  ``get_init_inputs()`` (the constructor's arguments), module-level integers for the sizes;
+- ``ops.py:fn``: a function of tensors; its example inputs come from ``fn_inputs()`` when the file
+  has one (several functions in one file), else from ``get_inputs()``.
+
+Sizes are the module's integer globals: evaluating the file at other sizes means setting those
+globals and calling ``get_inputs()`` / ``get_init_inputs()`` again, then building the Model anew.
+Shapes and FLOPs at big sizes are found on PyTorch's ``meta`` device (no memory, no arithmetic).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from evolve.errors import EvolveError, describe
+
+TORCH_DTYPES = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
+                torch.bfloat16: "bfloat16", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32",
+                torch.int64: "int64", torch.uint8: "uint8", torch.bool: "bool"}
+OVERRIDES = "EVOLVE_TASK"  # an optional module-level dict of the keys below
+OVERRIDABLE = {"name", "description", "tolerance", "init", "max_scratch_bytes"}
+
+
+class NotATask(EvolveError):
+    """What the problem computes cannot be judged as a task (one line says why)."""
+
+
+class _FunctionModel(torch.nn.Module):
+    """A function of tensors as a Model without parameters."""
+
+    def __init__(self, fn: Any) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+
+@dataclass
+class Instance:
+    """The problem built at one size: the Model and its example inputs (tensors, by name)."""
+
+    model: torch.nn.Module
+    inputs: dict[str, torch.Tensor]
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return dict(self.model.state_dict())
+
+    def run(self) -> tuple[torch.Tensor, ...]:
+        """The Model's outputs on its inputs, in eval mode without gradients, as a tuple."""
+        with torch.no_grad():
+            return _tensors(self.model(*self.inputs.values()))
+
+
+class Problem:
+    """One problem file, imported once (a fresh module object per path: two files may share a name)."""
+
+    def __init__(self, path: Path, function: str | None = None) -> None:
+        self.path = path.expanduser().resolve()
+        self.function = function
+        if not self.path.is_file():
+            raise EvolveError(f"problem file {self.path} not found")
+        self.source = self.path.read_text()
+        self.module = _import(self.path)
+        m = self.module
+        if function is None:
+            needed = ("Model", "get_inputs", "get_init_inputs")
+            missing = [n for n in needed if not callable(getattr(m, n, None))]
+            if missing:
+                raise EvolveError(f"problem file {self.path}: needs {', '.join(missing)} (KernelBench's "
+                                  "format), or name a function as FILE.py:FUNCTION")
+            self._forward = m.Model.forward
+        else:
+            fn = getattr(m, function, None)
+            examples = getattr(m, f"{function}_inputs", None) or getattr(m, "get_inputs", None)
+            if not callable(fn) or not callable(examples):
+                raise EvolveError(f"problem file {self.path}: needs a function {function!r} and its example "
+                                  f"inputs, {function}_inputs() or get_inputs()")
+            self._forward, self._examples = fn, examples
+        self.globals = {k: v for k, v in vars(m).items()
+                        if type(v) is int and not k.startswith("_") and k.isidentifier()}
+        over = getattr(m, OVERRIDES, None) or {}
+        if not isinstance(over, Mapping) or set(over) - OVERRIDABLE:
+            raise EvolveError(f"problem file {self.path}: {OVERRIDES} must be a dict of "
+                              f"{', '.join(sorted(OVERRIDABLE))}")
+        self.overrides = dict(over)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()
+
+    def input_names(self, count: int) -> list[str]:
+        """The forward's parameter names (``x0``, ``x1``... past them, for ``*args``)."""
+        params = [p for p in inspect.signature(self._forward).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        names = [p.name for p in params if p.name != "self"] if self.function is None \
+            else [p.name for p in params]
+        return [names[i] if i < len(names) else f"x{i}" for i in range(count)]
+
+    @contextlib.contextmanager
+    def at(self, sizes: Mapping[str, int]) -> Iterator[None]:
+        """The module's size globals set to ``sizes`` (the others as the file has them), restored after."""
+        old = {k: vars(self.module)[k] for k in sizes}
+        vars(self.module).update(sizes)
+        try:
+            yield
+        finally:
+            vars(self.module).update(old)
+
+    def build(self, sizes: Mapping[str, int], device: str = "cpu", seed: int = 0) -> Instance:
+        """The Model and its example inputs at these sizes, on ``device`` (``meta``: shapes only)."""
+        with self.at(sizes), torch.device(device):
+            torch.manual_seed(seed)
+            try:
+                if self.function is None:
+                    init = list(self.module.get_init_inputs())
+                    model = self.module.Model(*init)
+                    raw = list(self.module.get_inputs())
+                else:
+                    model, raw = _FunctionModel(self._forward), list(self._examples())
+            except NotImplementedError:
+                raise
+            except Exception as exc:
+                where = f"problem file {self.path.name} at {dict(sizes)}"
+                raise EvolveError(f"{where}: {describe(exc)}") from None
+        for i, v in enumerate(raw):
+            if not isinstance(v, torch.Tensor):
+                raise NotATask(f"get_inputs() gives a {type(v).__name__} at position {i}: only tensors are "
+                               "kernel inputs (make it a constructor argument or a module-level constant)")
+            if v.dtype not in TORCH_DTYPES:
+                raise NotATask(f"input {i} is {v.dtype}, which no kernel argument can hold")
+        model.eval()
+        return Instance(model, dict(zip(self.input_names(len(raw)), raw, strict=True)))
+
+
+def _tensors(out: Any) -> tuple[torch.Tensor, ...]:
+    """A forward's result as a tuple of tensors; anything else cannot be compared."""
+    outs = tuple(out) if isinstance(out, tuple | list) else (out,)
+    for i, o in enumerate(outs):
+        if not isinstance(o, torch.Tensor):
+            raise NotATask(f"forward returns {type(o).__name__}"
+                           f"{f' at position {i}' if len(outs) > 1 else ''}: only tensor outputs can be "
+                           "compared")
+        if o.dtype not in TORCH_DTYPES:
+            raise NotATask(f"forward returns a {o.dtype} tensor, which no kernel argument can hold")
+    return outs
+
+
+def _import(path: Path) -> ModuleType:
+    name = "evolve_problem_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    folder = str(path.parent)
+    added = folder not in sys.path
+    if added:  # helpers beside the problem file import as they do when it runs as a script
+        sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise EvolveError(f"problem file {path}: importing it failed: {describe(exc)}") from None
+    finally:
+        if added:
+            sys.path.remove(folder)
+    sys.modules[name] = module
+    return module

@@ -1,0 +1,347 @@
+"""A task from a PyTorch problem file (:mod:`evolve.task.torch_problem`), with no other file.
+
+``task_config`` turns ``problem.py`` (or ``ops.py:fn``) into the configuration a YAML task file
+would hold, so every process rebuilds the same task from it (the file is imported again there):
+
+- arguments: the example inputs (signed normal floats, never U[0,1); integers in the range the
+  example has, indices up to the size they index), the Model's parameters and buffers (drawn in
+  the range the Model initialises them to; a constant c as U[c/2, 3c/2], zero as signed normal) and
+  the forward's outputs (``out``, or ``out0``, ``out1``...; 0-d ones too);
+- sizes: the integer globals whose change reshapes an input, parameter or buffer; the file's own
+  values are the timing size; correctness and held-out sizes are smaller ones (awkward included)
+  the file is evaluated at again; an extent that is no plain size, nor a product of two, nor a
+  constant (a conv's output height) is a derived size of its own, known at every size; so are
+  the FLOPs (``model_flops``, from ``torch.utils.flop_counter``) when there are any;
+- the reference is the Model itself, in float64, ``eval()``, ``no_grad()``
+  (:class:`evolve.task.torch_reference.TorchReference`);
+  the tolerance is the output dtype's (``EVOLVE_TASK = {"tolerance": ...}`` overrides it; so does
+  ``"init": {arg: {...}}`` an argument's distribution, ``"max_scratch_bytes"`` the scratch a
+  kernel may declare), bytes are those of the tensors;
+- the description is the problem file's source: with the argument table, the LLM's specification.
+What cannot be a task is refused with one line (:class:`~evolve.task.torch_problem.NotATask`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from evolve import dtypes
+from evolve.errors import EvolveError, describe
+from evolve.task.torch_problem import TORCH_DTYPES, Instance, NotATask, Problem
+
+ELEMENTS = 1 << 21  # at most this many elements in all of a correctness size's tensors
+FLOPS = "model_flops"
+PEAK = {"float32": "fp32", "float64": "fp64", "float16": "fp16_tensor", "bfloat16": "bf16_tensor"}
+_PRIMES = (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43)
+
+Shapes = dict[str, tuple[str, tuple[int, ...]]]  # argument -> (dtype, shape), outputs included
+
+
+def task_config(path: Path, function: str | None = None) -> dict[str, Any]:
+    """The task configuration of a problem file; EvolveError (NotATask) says why there is none."""
+    p = Problem(path, function)
+    try:
+        return _config(p)
+    except NotATask as exc:
+        raise NotATask(f"{p.path.name}{f':{function}' if function else ''} cannot be a task: {exc}") from None
+
+
+def _config(p: Problem) -> dict[str, Any]:
+    timing = _size_globals(p)
+    names = _Names(p, timing)
+    points = [(timing, _shapes(p, timing, names))]  # every size evaluated, with its shapes
+    for k in timing:  # one size changed at a time: which extent follows which size
+        for v in (timing[k] + 1, 2 * timing[k]):
+            if (found := _try(p, s := {**timing, k: v}, names)) is not None:
+                points.append((s, found))
+                break
+    correctness = _smaller(p, timing, names, points)
+    held: list[dict[str, int]] = []
+    for s in correctness:
+        h = {k: v + 1 for k, v in s.items()}
+        if h not in correctness and h != timing and len(held) < 4 and (found := _try(p, h, names)):
+            held.append(h)
+            points.append((h, found))
+    shapes = {_label(s): found for s, found in points}
+    flops = {_label(s): _flops(p, s) for s in (timing, *correctness, *held)}
+    _refuse_what_no_kernel_can_match(p, correctness[0])
+    first = points[0][1]
+    biggest = max(correctness, key=lambda s: _elements(shapes[_label(s)]))
+    at = timing if _elements(first) <= 1 << 26 else biggest  # parameters' values, not only shapes
+    real = p.build(at)
+    exprs = {arg: _dims(arg, points, timing) for arg in first}
+    derived = {d for e in exprs.values() for d in e if d.startswith("_")}
+
+    def sizes(s: dict[str, int]) -> dict[str, int]:
+        out = dict(s)
+        for d in sorted(derived):
+            arg, j = d[1:].rsplit("_d", 1)
+            out[f"{arg}_d{j}"] = shapes[_label(s)][arg][1][int(j)]
+        if any(flops.values()):
+            out[FLOPS] = flops[_label(s)]
+        return out
+
+    args: dict[str, Any] = {}
+    state = real.state()
+    for arg, (dtype, _) in first.items():
+        spec: dict[str, Any] = {"role": "output" if arg in names.outputs else "input", "dtype": dtype,
+                                "shape": [e.lstrip("_") for e in exprs[arg]]}
+        if arg in names.inputs:
+            spec["init"] = _input_init(real.inputs[names.inputs[arg]], dtype, at)
+        elif arg in names.state:
+            spec["init"] = _state_init(state[names.state[arg]], dtype)
+        if arg in (p.overrides.get("init") or {}):
+            spec["init"] = dict(p.overrides["init"][arg])
+        args[arg] = {k: v for k, v in spec.items() if v is not None}
+    nbytes = " + ".join(f"{dtypes.get(d).itemsize}" + "".join(f" * {e}" for e in args[a]["shape"])
+                        for a, (d, _) in first.items())
+    out_dtype = first[next(iter(names.outputs))][0]
+    name = p.path.stem if p.function is None else f"{p.path.stem}_{p.function}"
+    cfg: dict[str, Any] = {
+        "name": str(p.overrides.get("name", name)),
+        "description": str(p.overrides.get("description", _description(p))),
+        "args": args,
+        "sizes": {"correctness": [sizes(s) for s in correctness], "timing": [sizes(timing)],
+                  **({"holdout": [sizes(s) for s in held]} if held else {})},
+        "reference": "torch",
+        "torch": {"file": str(p.path), "function": p.function, "sha256": p.sha256, "sizes": list(timing),
+                  "inputs": names.inputs, "state": names.state, "outputs": list(names.outputs)},
+        "traffic": {"bytes": nbytes, "flops": FLOPS if any(flops.values()) else 0,
+                    "peak": PEAK.get(out_dtype, "fp32") if any(flops.values()) else "memory"},
+        "dir": str(p.path.parent),
+    }
+    if "tolerance" in p.overrides:
+        cfg["tolerance"] = dict(p.overrides["tolerance"])
+    if "max_scratch_bytes" in p.overrides:
+        cfg["max_scratch_bytes"] = int(p.overrides["max_scratch_bytes"])
+    return cfg
+
+
+class _Names:
+    """Argument names: the forward's parameters, the state_dict's keys ('.' -> '_'), the outputs;
+    none the name of a size or of another argument."""
+
+    def __init__(self, p: Problem, timing: Mapping[str, int]) -> None:
+        inst = _meta(p, timing)
+        taken = set(timing) | {FLOPS}
+        self.inputs = {_unique(n, taken): n for n in inst.inputs}
+        self.state = {_unique(k.replace(".", "_"), taken): k for k in inst.state()}
+        outs = _run_meta(p, inst)
+        self.outputs = {_unique("out" if len(outs) == 1 else f"out{i}", taken): i for i in range(len(outs))}
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    name = name if name.isidentifier() else "a_" + "".join(c if c.isalnum() else "_" for c in name)
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+def _size_globals(p: Problem) -> dict[str, int]:
+    """The integer globals that shape an input, parameter or buffer (the others stay as they are)."""
+    base = _meta(p, {})
+    ref = _structure(base)
+    out = {}
+    for k, v in p.globals.items():
+        if v < 1:
+            continue
+        for trial in (v + 1, 2 * v):
+            try:
+                other = _structure(_meta(p, {k: trial}))
+            except (EvolveError, NotImplementedError, RuntimeError):
+                continue
+            if [s[:2] for s in other] == [s[:2] for s in ref] and other != ref:
+                out[k] = v
+                break
+    if not out:
+        raise NotATask("no module-level integer shapes its inputs (sizes are module-level integers that "
+                       "get_inputs() and get_init_inputs() read)")
+    return out
+
+
+def _structure(inst: Instance) -> list[tuple[str, int, tuple[int, ...]]]:
+    tensors = {**inst.inputs, **inst.state()}
+    return [(k, t.dim(), tuple(t.shape)) for k, t in tensors.items()]
+
+
+def _meta(p: Problem, sizes: Mapping[str, int]) -> Instance:
+    return p.build(sizes, device="meta")
+
+
+def _run_meta(p: Problem, inst: Instance) -> tuple[torch.Tensor, ...]:
+    try:
+        return inst.run()
+    except NotImplementedError as exc:
+        if "data-independent" in str(exc) or "data-dependent" in str(exc):
+            raise NotATask("its output shape depends on the input values (a kernel's outputs have shapes "
+                           "known before it runs)") from None
+        raise EvolveError(f"problem file {p.path.name}: forward cannot run on PyTorch's meta device "
+                          f"({str(exc).splitlines()[0]})") from None
+    except NotATask:
+        raise
+    except Exception as exc:
+        if isinstance(exc, RuntimeError) and "meta tensor" in str(exc):
+            raise NotATask("forward reads a tensor's value into Python (.item(), float(), an if on the "
+                           "data): what a kernel computes must not hang on host decisions") from None
+        raise EvolveError(f"problem file {p.path.name}: forward fails ({describe(exc)})") from None
+
+
+def _shapes(p: Problem, sizes: Mapping[str, int], names: _Names) -> Shapes:
+    inst = _meta(p, sizes)
+    state, outs = inst.state(), _run_meta(p, inst)
+    if len(outs) != len(names.outputs):
+        raise NotATask(f"forward returns {len(outs)} tensors at {_label(sizes)}, {len(names.outputs)} at "
+                       "the file's sizes")
+    out: Shapes = {}
+    for group, tensors in ((names.inputs, inst.inputs), (names.state, state)):
+        for arg, key in group.items():
+            out[arg] = (TORCH_DTYPES[tensors[key].dtype], tuple(tensors[key].shape))
+    for arg, i in names.outputs.items():
+        out[arg] = (TORCH_DTYPES[outs[i].dtype], tuple(outs[i].shape))
+    return out
+
+
+def _try(p: Problem, sizes: Mapping[str, int], names: _Names) -> Shapes | None:
+    """The shapes at these sizes, or None where the file cannot be built or run there."""
+    try:
+        shapes = _shapes(p, sizes, names)
+    except (EvolveError, NotImplementedError, RuntimeError):
+        return None
+    if set(shapes) != set(names.inputs) | set(names.state) | set(names.outputs) \
+            or any(math.prod(s) == 0 for _, s in shapes.values()):
+        return None
+    return shapes
+
+
+def _smaller(p: Problem, timing: dict[str, int], names: _Names,
+             points: list[tuple[dict[str, int], Shapes]]) -> list[dict[str, int]]:
+    """Correctness sizes: distinct small primes, ones, and moderate awkward values (sizes of 8 or
+    less kept in the first two), each within ELEMENTS; at least one, or the file cannot be judged."""
+    big = [k for k, v in timing.items() if v > 8]
+    primes = {k: min(timing[k], _PRIMES[i % len(_PRIMES)]) for i, k in enumerate(big)}
+    moderate = {k: min(timing[k], 4 * math.isqrt(timing[k]) + 1 + 2 * i) for i, k in enumerate(big)}
+    candidates = [{**timing, **primes}, {**timing, **moderate}, dict.fromkeys(timing, 1),
+                  {k: max(1, v - 1) if v <= 8 else primes[k] + 2 for k, v in timing.items()}]
+    out: list[dict[str, int]] = []
+    for s in candidates:
+        while s not in out and s != timing:
+            found = _try(p, s, names)
+            if found is None:
+                break
+            if _elements(found) <= ELEMENTS:
+                out.append(s)
+                points.append((s, found))
+                break
+            k = max(s, key=lambda n: s[n])
+            if s[k] <= 1:
+                break
+            s = {**s, k: max(1, s[k] // 2 + 1)}
+    if not out:
+        raise NotATask("it cannot be built or run at any size smaller than the file's own (correctness "
+                       "sizes are the file evaluated again with smaller module-level integers)")
+    return out
+
+
+def _elements(shapes: Shapes) -> int:
+    return sum(math.prod(s) for _, s in shapes.values())
+
+
+def _flops(p: Problem, sizes: Mapping[str, int]) -> int:
+    inst = _meta(p, sizes)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        inst.run()
+    return int(counter.get_total_flops())
+
+
+def _label(s: Mapping[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in s.items())
+
+
+def _dims(arg: str, points: list[tuple[dict[str, int], Shapes]], timing: dict[str, int]) -> list[str]:
+    """Each extent of an argument, over every size the file was evaluated at: a size, a constant,
+    a product of two sizes, or a derived size (its name with a leading '_')."""
+    seen = [(s, shapes[arg][1]) for s, shapes in points]
+    out = []
+    for j in range(len(seen[0][1])):
+        vals = [shape[j] for _, shape in seen]
+        plain = [k for k in timing if all(s[k] == v for (s, _), v in zip(seen, vals, strict=True))]
+        pairs = [f"{a} * {b}" for i, a in enumerate(timing) for b in list(timing)[i:]
+                 if all(s[a] * s[b] == v for (s, _), v in zip(seen, vals, strict=True))]
+        if plain:
+            out.append(plain[0])
+        elif len(set(vals)) == 1:
+            out.append(str(vals[0]))
+        elif pairs:
+            out.append(pairs[0])
+        else:
+            out.append(f"_{arg}_d{j}")
+    return out
+
+
+def _input_init(example: torch.Tensor, dtype: str, sizes: Mapping[str, int]) -> Any:
+    """Floats: signed normal (the default). Integers: the example's range, indices up to a size."""
+    kind = dtypes.get(dtype).kind
+    if kind == "float":
+        return None
+    if kind == "bool":
+        return {"dist": "bernoulli"}
+    lo, hi = int(example.min()), int(example.max())
+    bounded = [k for k, v in sorted(sizes.items(), key=lambda kv: kv[1]) if hi < v <= 2 * (hi + 1)]
+    if lo >= 0 and bounded:
+        return {"dist": "randint", "low": 0, "high": f"{bounded[0]} - 1"}
+    return {"dist": "randint", "low": lo, "high": hi}
+
+
+def _state_init(t: torch.Tensor, dtype: str) -> dict[str, Any] | None:
+    kind = dtypes.get(dtype).kind
+    if t.numel() == 0 or kind == "bool":
+        return None
+    lo, hi = float(t.min()), float(t.max())
+    if kind == "int":
+        return {"dist": "randint", "low": int(lo), "high": int(hi)}
+    if lo < hi:
+        return {"dist": "uniform", "low": lo, "high": hi}
+    if lo == 0:
+        return None
+    return {"dist": "uniform", "low": min(lo / 2, 1.5 * lo), "high": max(lo / 2, 1.5 * lo)}
+
+
+def _refuse_what_no_kernel_can_match(p: Problem, sizes: Mapping[str, int]) -> None:
+    """Randomness, state updates, inputs changed in place, data-dependent output shapes: checked
+    by running the Model for real, in float64, at a correctness size."""
+    inst = p.build(sizes, seed=0)
+    inst.model.double()
+    inputs = {k: v.double() if v.is_floating_point() else v for k, v in inst.inputs.items()}
+    inst = Instance(inst.model, inputs)
+    before = {k: v.clone() for k, v in inst.state().items()}
+    given = {k: v.clone() for k, v in inputs.items()}
+    torch.manual_seed(1)
+    first = inst.run()
+    torch.manual_seed(2)
+    second = inst.run()
+    if changed := [k for k, v in inst.state().items() if not torch.equal(v, before[k])]:
+        raise NotATask(f"forward updates the Model's {changed[0]} (a kernel keeps no state between calls)")
+    if changed := [k for k, v in inputs.items() if not torch.equal(v, given[k])]:
+        raise NotATask(f"forward changes its input {changed[0]} in place")
+    if any(a.shape != b.shape or not torch.equal(a, b) for a, b in zip(first, second, strict=True)):
+        raise NotATask("forward is random (training-mode dropout, torch.rand...): the same inputs must give "
+                       "the same outputs")
+    shapes = [tuple(o.shape) for o in p.build(sizes, seed=3).run()]
+    if shapes != [tuple(o.shape) for o in first]:
+        raise NotATask("its output shape depends on the input values (a kernel's outputs have shapes "
+                       "known before it runs)")
+
+
+def _description(p: Problem) -> str:
+    what = f"the function {p.function}" if p.function else "the Model's forward"
+    return (f"Compute what {what} in this PyTorch file computes, in eval mode (its float64 run is the "
+            f"reference); the Model's parameters and buffers are input arguments named after its "
+            f"state_dict keys ('.' as '_'), the outputs are out (or out0, out1, ...):\n{p.source}")

@@ -1,0 +1,180 @@
+"""A task straight from a PyTorch problem file (KernelBench's format, or FILE.py:FUNCTION), on the CPU
+with real PyTorch: ``backend=check`` on each problem of tests/torch_problems/ (the float64 Model is
+the reference, the float32 Model must pass it), the fields of the generated tasks, and the problems
+that must be refused with one line."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evolve.errors import EvolveError
+from evolve.expr import Expr
+from evolve.paths import ROOT
+from evolve.task.task import load_task
+from tests.app.test_walkthrough import bash
+from tests.helpers.runs import check_lines, cli
+
+torch = pytest.importorskip("torch")
+
+from evolve.task.torch_problem import NotATask  # noqa: E402
+from evolve.task.torch_task import task_config  # noqa: E402
+
+PROBLEMS = Path(__file__).parents[1] / "torch_problems"
+GOOD = ["row_sum", "layer_norm", "gelu", "conv_valid", "linear_relu", "row_max", "cross_entropy"]
+
+
+def cfg(name: str, function: str | None = None) -> dict:
+    return task_config(PROBLEMS / f"{name}.py", function)
+
+
+@pytest.mark.parametrize(("name", "function"), [*((n, None) for n in GOOD), ("ops", "scaled_residual")])
+def test_each_problem_passes_backend_check(name: str, function: str | None) -> None:
+    """The reference (the Model in float64) runs at every correctness size, trivial kernels fail,
+    and the Model in float32 passes against it."""
+    code, lines = check_lines(cfg(name, function))
+    assert code == 0, lines
+    assert "is ready: reference right at 4 sizes, admitted, no seeds" in lines[-1]
+
+
+def test_the_command_line_takes_a_problem_file_and_a_function() -> None:
+    for task in (PROBLEMS / "cross_entropy.py", f"{PROBLEMS / 'ops.py'}:scaled_residual"):
+        out = cli(f"task={task}", "backend=check")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "is ready" in out.stdout
+
+
+@pytest.mark.parametrize(("name", "reason"), [
+    ("dropout", "forward is random (training-mode dropout"),
+    ("counter", "forward updates the Model's calls"),
+    ("positive", "its output shape depends on the input values"),
+    ("item", "forward reads a tensor's value into Python"),
+    ("number", "forward returns int at position 1: only tensor outputs can be compared"),
+])
+def test_what_cannot_be_a_task_is_refused_with_one_line(name: str, reason: str) -> None:
+    with pytest.raises(NotATask) as exc:
+        task_config(PROBLEMS / "refused" / f"{name}.py")
+    assert str(exc.value).startswith(f"{name}.py cannot be a task: {reason}")
+    out = cli(f"task={PROBLEMS / 'refused' / f'{name}.py'}", "backend=check")
+    assert out.returncode != 0
+    assert out.stderr.strip().splitlines()[-1] == f"evolve: {exc.value}"
+
+
+def test_inputs_and_parameters_are_arguments_drawn_as_the_model_initialises_them() -> None:
+    c = cfg("linear_relu")
+    args = c["args"]
+    assert list(args) == ["x", "shift", "linear_weight", "linear_bias", "out"]
+    # x: signed normal (no init)
+    assert args["x"] == {"role": "input", "dtype": "float32", "shape": ["batch", "in_features"]}
+    bound = 1 / math.sqrt(512)  # nn.Linear's kaiming-uniform bound at the file's in_features
+    w = args["linear_weight"]
+    assert w["shape"] == ["out_features", "in_features"] and w["init"]["dist"] == "uniform"
+    assert -bound <= w["init"]["low"] < -0.9 * bound and 0.9 * bound < w["init"]["high"] <= bound
+    assert "init" not in args["shift"]  # zeros: signed normal, not a constant a wrong kernel could ignore
+    assert args["out"] == {"role": "output", "dtype": "float32", "shape": ["batch", "out_features"]}
+    ln = cfg("layer_norm")["args"]
+    assert ln["norm_weight"]["init"] == {"dist": "uniform", "low": 0.5, "high": 1.5}  # ones: U[1/2, 3/2]
+    assert "init" not in ln["x"]  # the file's torch.rand is not copied: signed normal
+
+
+def test_sizes_are_the_integers_that_shape_the_inputs() -> None:
+    c = cfg("row_sum")
+    timing, correctness = c["sizes"]["timing"], c["sizes"]["correctness"]
+    assert timing == [{"rows": 512, "cols": 1000}]  # reduce_dim = 1 shapes nothing: it stays as it is
+    assert {"rows": 1, "cols": 1} in correctness and len({json.dumps(s) for s in correctness}) == 4
+    assert all(s["rows"] < 512 and s["cols"] < 1000 for s in correctness)
+    assert any(s["cols"] % 2 for s in correctness)  # awkward ones
+    assert not set(map(json.dumps, c["sizes"]["holdout"])) & set(map(json.dumps, correctness))
+
+
+def test_derived_extents_and_flops_are_sizes_known_at_every_size() -> None:
+    c = cfg("conv_valid")
+    assert c["args"]["out"]["shape"] == ["batch", "out_channels", "out_d2", "out_d3"]
+    assert c["args"]["conv_weight"]["shape"] == ["out_channels", "in_channels", "kernel", "kernel"]
+    for s in (*c["sizes"]["correctness"], *c["sizes"]["timing"], *c["sizes"]["holdout"]):
+        assert s["out_d2"] == s["height"] - s["kernel"] + 1 and s["out_d3"] == s["width"] - s["kernel"] + 1
+        assert s["model_flops"] == 2 * s["batch"] * s["out_channels"] * s["out_d2"] * s["out_d3"] * (
+            s["in_channels"] * s["kernel"] ** 2)
+    assert c["traffic"]["flops"] == "model_flops" and c["traffic"]["peak"] == "fp32"
+    lr = cfg("linear_relu")
+    s = lr["sizes"]["timing"][0]
+    assert s["model_flops"] == 2 * 256 * 512 * 384
+    assert Expr(lr["traffic"]["bytes"]).int_value(s) == 4 * (256 * 512 + 384 * 512 + 2 * 384 + 256 * 384)
+
+
+def test_multi_output_scalar_output_and_index_inputs() -> None:
+    rm = cfg("row_max")["args"]
+    assert (rm["out0"]["dtype"], rm["out1"]["dtype"]) == ("float32", "int64")
+    ce = cfg("cross_entropy")
+    assert ce["args"]["out"]["shape"] == []  # a 0-d loss, not [1]
+    assert ce["args"]["targets"]["init"] == {"dist": "randint", "low": 0, "high": "classes - 1"}
+    task = load_task(ce)
+    for sizes in task.correctness_sizes:
+        inputs = task.make_inputs(np, sizes, 7)
+        assert inputs["targets"].min() >= 0 and inputs["targets"].max() < sizes["classes"]
+        assert task.expected(np, inputs, sizes)["out"].shape == ()
+
+
+def test_the_reference_is_the_model_in_float64() -> None:
+    """The reference equals PyTorch's own float64 run of the Model with the task's values loaded."""
+    task = load_task(cfg("linear_relu"))
+    sizes = task.correctness_sizes[1]
+    inputs = task.make_inputs(np, sizes, 3)
+    got = task.expected(np, inputs, sizes)["out"]
+    model = torch.nn.Linear(sizes["in_features"], sizes["out_features"]).double()
+    model.weight.data = torch.from_numpy(inputs["linear_weight"].astype(np.float64))
+    model.bias.data = torch.from_numpy(inputs["linear_bias"].astype(np.float64))
+    x = torch.from_numpy(inputs["x"].astype(np.float64))
+    want = torch.relu(model(x) + torch.from_numpy(inputs["shift"].astype(np.float64)))
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, want.detach().numpy())
+
+
+def test_the_spec_for_the_llm_is_the_source_and_the_task_rebuilds_from_its_config() -> None:
+    c = cfg("gelu")
+    assert (PROBLEMS / "gelu.py").read_text() in c["description"]
+    again = load_task(json.loads(json.dumps(c)))  # as a worker gets it
+    assert again.fingerprint() == load_task(c).fingerprint()
+
+
+def test_a_tolerance_even_pytorch_misses_is_reported(tmp_path: Path) -> None:
+    text = (PROBLEMS / "linear_relu.py").read_text()
+    path = tmp_path / "tight.py"
+    path.write_text(text + "\nEVOLVE_TASK = {'tolerance': {'atol': 0.0, 'rtol': 0.0, 'l2': 0.0}}\n")
+    code, lines = check_lines(task_config(path))
+    assert code == 1
+    assert any(line.startswith("problem: the Model in its own dtypes fails its float64 reference")
+               for line in lines), lines
+
+
+def test_a_problem_file_changed_after_the_task_was_made_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "act.py"
+    path.write_text((PROBLEMS / "gelu.py").read_text())
+    c = task_config(path)
+    path.write_text(path.read_text().replace("F.gelu(x)", "F.gelu(x) * 2"))
+    with pytest.raises(EvolveError, match="changed since the task was made"):
+        load_task(c)
+
+
+def test_a_file_without_the_format_says_what_it_lacks(tmp_path: Path) -> None:
+    path = tmp_path / "half.py"
+    path.write_text("import torch\nn = 4\ndef get_inputs():\n    return [torch.randn(n)]\n")
+    with pytest.raises(EvolveError, match="needs Model, get_init_inputs"):
+        task_config(path)
+    with pytest.raises(EvolveError, match="needs a function 'nope' and its example inputs"):
+        task_config(path, "nope")
+
+
+def test_the_readme_section_runs_as_written(tmp_path: Path) -> None:
+    """docs/pytorch.md "From a PyTorch module": its bash block in an empty folder, with the output it
+    shows."""
+    text = (ROOT / "docs" / "pytorch.md").read_text()
+    block = text.split("```bash\n", 1)[1].split("\n```", 1)[0]
+    shown = [line.removeprefix("# ") for line in block.splitlines() if line.startswith("# check:")]
+    out = bash(block, tmp_path, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert shown and shown[0] in out.stdout.splitlines()

@@ -27,6 +27,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from evolve.markup import md_text
 from evolve.record.storage import dashboard_command
 
 JOBS = "jobs.jsonl"
@@ -150,5 +151,6 @@ def format_table(rows: list[dict[str, Any]], swept: list[str]) -> str:
 def markdown_table(rows: list[dict[str, Any]], swept: list[str]) -> str:
     head = _header(swept)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _cells(r, swept)) + " |" for r in rows]
+    # a failed job's reason can quote a compiler or a model: every cell is data (evolve.markup)
+    lines += ["| " + " | ".join(c if c == "-" else md_text(c) for c in _cells(r, swept)) + " |" for r in rows]
     return "\n".join(lines) + "\n"

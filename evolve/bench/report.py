@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from evolve.markup import md_text
+
 MEMORY_BOUND = ("vector_add", "reduce_sum", "softmax", "layernorm", "transpose")
 
 
@@ -70,7 +72,7 @@ def _speed(speed: dict[str, Any]) -> list[str]:
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for row in s["rows"]:
             if "ms" not in row:
-                lines.append(f"| {row['name']} | {row['error']} | | | | | | |")
+                lines.append(f"| {md_text(row['name'])} | {md_text(row['error'])} | | | | | | |")
                 continue
             sp = s["speedup_of_found"].get(row["name"])
             lines.append(

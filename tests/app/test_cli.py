@@ -97,7 +97,7 @@ def test_without_a_gpu_or_cupy_the_advice_is_the_replay_too(in_tmp: Path) -> Non
     (("backend.timeout=5",), "Key 'timeout' not in 'BackendSettings' (did you mean timeout_s?)"),
     (("backend.compile_timeout=5",), "(did you mean compile_timeout_s"),
     (("backend.timing.warmup=3",), "(did you mean warmup_ms or warmup_min?)"),
-    (("task.toleranc.atol=1",), "(did you mean tolerance?)"),
+    (("task.toleranc.atol=1",), "(did you mean tolerance"),
     (("objective.reduc=first",), "(did you mean reduce?)"),
     (("hardware.sms=3",), "hardware.sms is a named target's figure: hardware=auto reads the GPU"),
     (("+backend.timeout=5", "backend=replay", "hardware=h200"), "backend.timeout is not a setting (did you "

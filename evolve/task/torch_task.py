@@ -3,8 +3,9 @@
 ``task_config`` turns ``problem.py`` (or ``ops.py:fn``) into the configuration a YAML task file
 would hold, so every process rebuilds the same task from it (the file is imported again there):
 
-- arguments: the example inputs (signed normal floats, never U[0,1); integers in the range the
-  example has, indices up to the size they index), the Model's parameters and buffers (drawn in
+- arguments: the example inputs (signed normal floats, never U[0,1), unless the reference is NaN
+  on them: then the example's own range; integers in the range the example has, indices up to
+  the size they index), the Model's parameters and buffers (drawn in
   the range the Model initialises them to; a constant c as U[c/2, 3c/2], zero as signed normal) and
   the forward's outputs (``out``, or ``out0``, ``out1``...; 0-d ones too);
 - sizes: the integer globals whose change reshapes an input, parameter or buffer; the file's own
@@ -28,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -120,7 +122,32 @@ def _config(p: Problem) -> dict[str, Any]:
         cfg["tolerance"] = dict(p.overrides["tolerance"])
     if "max_scratch_bytes" in p.overrides:
         cfg["max_scratch_bytes"] = int(p.overrides["max_scratch_bytes"])
+    _positive_where_needed(cfg, {a: real.inputs[k] for a, k in names.inputs.items()})
     return cfg
+
+
+def _positive_where_needed(cfg: dict[str, Any], examples: Mapping[str, torch.Tensor]) -> None:
+    """Signed normal inputs make the reference NaN where the Model needs positive ones (a log, a
+    square root, probabilities): such an input, positive in the file's own example and given no
+    ``init``, is then drawn from the example's range."""
+    from evolve.task.task import load_task
+
+    positive = {a: t for a, t in examples.items() if "init" not in cfg["args"][a]
+                and t.is_floating_point() and t.numel() and float(t.min()) > 0}
+    if not positive or _finite(load_task(cfg)):
+        return
+    for a, t in positive.items():
+        cfg["args"][a]["init"] = {"dist": "uniform", "low": float(t.min()), "high": float(t.max())}
+
+
+def _finite(task: Any) -> bool:
+    """The reference is finite at the first correctness sizes."""
+    for sizes in task.correctness_sizes[:2]:
+        with np.errstate(all="ignore"):
+            ref = task.expected(np, task.make_inputs(np, sizes, 5), sizes)
+        if not all(np.isfinite(np.asarray(v, dtype=np.float64)).all() for v in ref.values()):
+            return False
+    return True
 
 
 class _Names:
@@ -231,22 +258,35 @@ def _smaller(p: Problem, timing: dict[str, int], names: _Names,
                   {k: max(1, v - 1) if v <= 8 else primes[k] + 2 for k, v in timing.items()}]
     out: list[dict[str, int]] = []
     for s in candidates:
-        while s not in out and s != timing:
-            found = _try(p, s, names)
-            if found is None:
-                break
+        found = _try(p, s, names)
+        if found is None:  # a constraint between sizes (groups that divide channels): put some back
+            s, found = _repaired(p, s, timing, names)
+        while found is not None and s not in out and s != timing:
             if _elements(found) <= ELEMENTS:
                 out.append(s)
                 points.append((s, found))
                 break
             k = max(s, key=lambda n: s[n])
-            if s[k] <= 1:
-                break
             s = {**s, k: max(1, s[k] // 2 + 1)}
+            found = _try(p, s, names) if s[k] > 1 else None
     if not out:
         raise NotATask("it cannot be built or run at any size smaller than the file's own (correctness "
                        "sizes are the file evaluated again with smaller module-level integers)")
     return out
+
+
+def _repaired(p: Problem, s: dict[str, int], timing: dict[str, int],
+              names: _Names) -> tuple[dict[str, int], Shapes | None]:
+    """The candidate with one size back at the file's value, else with one after another back."""
+    changed = [k for k in s if s[k] != timing[k]]
+    for k in changed:
+        if (found := _try(p, one := {**s, k: timing[k]}, names)) is not None:
+            return one, found
+    for k in changed:
+        s = {**s, k: timing[k]}
+        if (found := _try(p, s, names)) is not None:
+            return s, found
+    return s, None
 
 
 def _elements(shapes: Shapes) -> int:

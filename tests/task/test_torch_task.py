@@ -25,7 +25,8 @@ from evolve.task.torch_problem import NotATask  # noqa: E402
 from evolve.task.torch_task import task_config  # noqa: E402
 
 PROBLEMS = Path(__file__).parents[1] / "torch_problems"
-GOOD = ["row_sum", "layer_norm", "gelu", "conv_valid", "linear_relu", "row_max", "cross_entropy"]
+GOOD = ["row_sum", "layer_norm", "gelu", "conv_valid", "linear_relu", "row_max", "cross_entropy",
+        "conv_group_norm", "log_ratio"]
 
 
 def cfg(name: str, function: str | None = None) -> dict:
@@ -104,6 +105,24 @@ def test_derived_extents_and_flops_are_sizes_known_at_every_size() -> None:
     s = lr["sizes"]["timing"][0]
     assert s["model_flops"] == 2 * 256 * 512 * 384
     assert Expr(lr["traffic"]["bytes"]).int_value(s) == 4 * (256 * 512 + 384 * 512 + 2 * 384 + 256 * 384)
+
+
+def test_sizes_that_constrain_each_other_keep_what_the_model_needs() -> None:
+    """GroupNorm's groups (6, a constructor argument shaping nothing) must divide out_channels: a
+    correctness size that breaks that gets out_channels back, the other sizes stay small."""
+    c = cfg("conv_group_norm")
+    sizes = c["sizes"]["correctness"]
+    assert len(sizes) == 4 and all(s["out_channels"] % 6 == 0 for s in sizes)
+    assert "groups" not in sizes[0] and all(s["side"] < 40 for s in sizes)
+
+
+def test_an_input_the_model_needs_positive_is_drawn_positive() -> None:
+    """log(p) of a signed normal p is NaN: p and q are drawn in their example's range instead."""
+    args = cfg("log_ratio")["args"]
+    for name in ("p", "q"):
+        init = args[name]["init"]
+        assert init["dist"] == "uniform" and 0 < init["low"] < init["high"] < 1
+    assert "init" not in cfg("gelu")["args"]["x"]  # where signed normal works, it stays
 
 
 def test_multi_output_scalar_output_and_index_inputs() -> None:

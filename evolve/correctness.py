@@ -18,6 +18,7 @@ import numpy as np
 
 from evolve import dtypes
 from evolve.errors import EvolveError
+from evolve.stress import max_finite
 from evolve.task import Task, Tolerance
 
 
@@ -79,6 +80,23 @@ def _compare_exact(xp: Any, name: str, o: Any, ref: Any, d: dtypes.DType, fill: 
         i = int(xp.argmax(bad))
         return (f"{name}: {n_bad} of {o.size} elements differ; first at index {i}: "
                 f"got {int(o[i])}, expected {int(r[i])}")
+    return None
+
+
+def unjudgeable(xp: Any, task: Task, refs: Mapping[str, Any]) -> str | None:
+    """Why a round's float64 reference cannot judge it (an output's value does not fit its dtype:
+    NaN, infinite or beyond its largest finite value), or None; a stress round may go past what a
+    task's outputs hold, and is then skipped instead of failing every kernel."""
+    for arg in task.outputs:
+        d = dtypes.get(arg.dtype)
+        r = refs[arg.name]
+        if d.exact or r.size == 0:
+            continue
+        top = max_finite(d.name) if d.name != "float64" else float(np.finfo(np.float64).max)
+        if not bool(xp.isfinite(r).all()):
+            return f"the reference of {arg.name} is not finite"
+        if float(xp.abs(r).max()) > top:
+            return f"the reference of {arg.name} exceeds {d.name}'s largest value {top:.4g}"
     return None
 
 

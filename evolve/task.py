@@ -24,9 +24,11 @@ from evolve import dtypes, references
 from evolve.errors import EvolveError, SpecError, describe
 from evolve.expr import Expr
 from evolve.hardware import PEAKS
-from evolve.inputs import Init, check_draw, draw, fill, parse_init
+from evolve.inputs import Draw, Init, check_draw, draw, fill, parse_init
 from evolve.paths import KERNELS_DIR
 from evolve.spec import Variant
+from evolve.stress import Stress, stressed
+from evolve.stress import parse as parse_stress
 
 ROLES = ("input", "output", "inout")
 
@@ -65,6 +67,7 @@ class Task:
     seed_paths: tuple[Path, ...]
     config: Mapping[str, Any]
     peak: str = "fp32"  # the compute peak that bounds it (evolve.hardware.PEAKS), or "memory"
+    stress: tuple[Stress, ...] = ()  # one more correctness round per size each (evolve.stress)
 
     @property
     def inputs(self) -> tuple[Arg, ...]:
@@ -101,19 +104,30 @@ class Task:
             return None
         return arg.tolerance or self.tolerance
 
-    def make_inputs(self, xp: Any, sizes: Mapping[str, int], seed: int) -> dict[str, Any]:
+    def make_inputs(self, xp: Any, sizes: Mapping[str, int], seed: int,
+                    stress: Stress | None = None) -> dict[str, Any]:
         """Fresh inputs for one round, in each argument's storage; the seed is secret to the kernel."""
         out = {a.name: xp.empty(self.shape(a, sizes), dtype=dtypes.storage(a.dtype)) for a in self.inputs}
-        self.fill_inputs(xp, out, seed, sizes)
+        self.fill_inputs(xp, out, seed, sizes, stress)
         return out
 
-    def fill_inputs(self, xp: Any, buffers: Mapping[str, Any], seed: int, sizes: Mapping[str, int]) -> None:
-        """Write the inputs ``make_inputs`` would make for ``seed`` into existing buffers: the
-        same values every time for the same seed, so they can be made again to check them."""
+    def fill_inputs(self, xp: Any, buffers: Mapping[str, Any], seed: int, sizes: Mapping[str, int],
+                    stress: Stress | None = None) -> None:
+        """Write the inputs ``make_inputs`` would make for ``seed`` (and ``stress``) into existing
+        buffers: the same values every time, so they can be made again to check them."""
         params = np.random.default_rng(seed)
         for i, arg in enumerate(self.inputs):
-            d = draw(arg.init, params, sizes)
+            d = self.draw(arg, params, sizes, stress)
             fill(xp, buffers[arg.name], arg.dtype, d, (seed * 1_000_003 + i) % 2**64)
+
+    def draw(self, arg: Arg, params: np.random.Generator, sizes: Mapping[str, int],
+             stress: Stress | None = None) -> Draw:
+        """One round's parameters of one input: its own init's, or the stress round's."""
+        own = dict(stress.inits) if stress is not None else {}
+        d = draw(own.get(arg.name, arg.init), params, sizes)
+        if stress is not None and stress.generic:
+            d = stressed(arg.init, d, stress.name, arg.dtype, (params.random(), params.random()))
+        return d
 
     def expected(self, xp: Any, inputs: Mapping[str, Any], sizes: Mapping[str, int]) -> dict[str, Any]:
         """The float64 reference outputs, shaped like the task's outputs (an inout's final value
@@ -179,6 +193,7 @@ def load_task(cfg: Mapping[str, Any], resolve: bool = True) -> Task:
         peak = str(traffic.get("peak", "memory" if flops_expr.text == "0" else "fp32"))
         if peak not in ("memory", *PEAKS):
             raise ValueError(f"traffic.peak must be memory or one of {', '.join(PEAKS)}")
+        stress = parse_stress(cfg.get("stress"), {a.name: a.dtype for a in args if a.role != "output"})
     except (KeyError, TypeError, ValueError, SpecError) as exc:
         raise fail(f"malformed configuration ({exc.__class__.__name__}: {exc})") from None
     if not any(a.role != "output" for a in args) or not any(a.role != "input" for a in args):
@@ -208,16 +223,19 @@ def load_task(cfg: Mapping[str, Any], resolve: bool = True) -> Task:
         seed_paths=seed_paths,
         config=dict(cfg),
         peak=peak,
+        stress=stress,
     )
     for s in (*correctness, *timing):
         for a in args:
-            try:
-                shape = task.shape(a, s)
-                d = draw(a.init, np.random.default_rng(0), s) if a.role != "output" else None
-            except SpecError as exc:
-                raise fail(f"{a.name}: {exc}") from None
-            if d is not None and (problem := check_draw(d, a.dtype, int(np.prod(shape)))):
-                raise fail(f"{a.name} at {size_label(s)}: {problem}")
+            for st in (None, *(st for st in stress if s in correctness and not st.generic)):
+                try:
+                    shape = task.shape(a, s)
+                    d = task.draw(a, np.random.default_rng(0), s, st) if a.role != "output" else None
+                except SpecError as exc:
+                    raise fail(f"{a.name}: {exc}") from None
+                if d is not None and (problem := check_draw(d, a.dtype, int(np.prod(shape)))):
+                    where = f" (stress round {st.name})" if st else ""
+                    raise fail(f"{a.name} at {size_label(s)}{where}: {problem}")
     return task
 
 

@@ -1,7 +1,9 @@
 """``backend=check``: everything about a task that can be checked without a GPU, at once.
 
 It loads the task, computes its reference on NumPy at every correctness size (shapes, finite
-values, integers in range, the same answer twice), runs the admission check (trivial kernels must
+values, integers in range, the same answer twice) and in every stress round (its outputs' dtypes
+must hold it: a generic round that they cannot hold is named and skipped, a task's own is a
+problem), runs the admission check (trivial kernels must
 fail), evaluates the traffic model, and for every seed plans every configuration at every size
 and compiles all of a small space (a sample of a large one, the default always) with NVRTC for
 the target architecture, checking each compiled kernel's parameters against the spec. It prints
@@ -23,7 +25,7 @@ import numpy as np
 
 from evolve import dtypes
 from evolve.compiler import CompileError, compile_cuda, first_error, target_arch
-from evolve.correctness import admit
+from evolve.correctness import admit, unjudgeable
 from evolve.cubin import CubinError, inspect
 from evolve.errors import EvolveError, SpecError, describe
 from evolve.hardware import Hardware, named
@@ -54,6 +56,8 @@ def check_task(c: Mapping[str, Any], say: Say = print) -> int:
     hw = _target(c["hardware"], say)
     cfg = c["backend"]
     references(task, problem)
+    if not problems:
+        stress_rounds(task, problem, say)
     if not problems:  # admission reruns the reference: no second report of the same fault
         try:
             admit(task)
@@ -117,6 +121,30 @@ def references(task: Task, problem: Say) -> None:
                         f"integers in [{d.range()[0]}, {d.range()[1]}]")
             elif not np.array_equal(r, np.asarray(again[arg.name], dtype=np.float64), equal_nan=True):
                 problem(f"{where}: {arg.name} differs between two calls on the same inputs")
+
+
+def stress_rounds(task: Task, problem: Say, say: Say) -> None:
+    """The float64 reference in every stress round at every correctness size: where an output's
+    dtype cannot hold it, the round judges nothing (the evaluator skips it there)."""
+    judged = 0
+    for st in task.stress:
+        for i, sizes in enumerate(task.correctness_sizes):
+            try:
+                with np.errstate(all="ignore"):
+                    refs = task.expected(np, task.make_inputs(np, sizes, 2000 + i, st), sizes)
+            except Exception as exc:
+                problem(f"stress round {st.name} at {size_label(sizes)}: {describe(exc)}")
+                continue
+            if (why := unjudgeable(np, task, refs)) is None:
+                judged += 1
+            elif st.generic:
+                say(f"note: stress round {st.name} at {size_label(sizes)} is skipped: {why}")
+            else:
+                problem(f"stress round {st.name} at {size_label(sizes)}: {why}; "
+                        "a round that cannot judge is refused")
+    total = len(task.stress) * len(task.correctness_sizes)
+    say(f"check: stress rounds ({', '.join(st.name for st in task.stress) or 'none'}): the float64 "
+        f"reference is finite and fits the outputs in {judged} of {total} (round, size)")
 
 
 def traffic(task: Task, problem: Say, say: Say) -> None:

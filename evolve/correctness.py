@@ -101,12 +101,14 @@ def unjudgeable(xp: Any, task: Task, refs: Mapping[str, Any]) -> str | None:
 
 
 def compare_all(xp: Any, task: Task, outputs: Mapping[str, Any], refs: Mapping[str, Any],
-                fills: Mapping[str, float | int] | None = None) -> str | None:
+                fills: Mapping[str, float | int] | None = None,
+                sizes: Mapping[str, int] | None = None) -> str | None:
     """The first output (or inout) that does not match, or None; ``fills`` holds what each
-    output held before the launch (inouts held their input: no fill)."""
+    output held before the launch (inouts held their input: no fill); ``sizes`` the problem
+    sizes (a tolerance that grows with them needs them)."""
     for arg in task.outputs:
         fill = None if arg.role == "inout" else (fills or {}).get(arg.name, math.nan)
-        reason = compare(xp, arg.name, outputs[arg.name], refs[arg.name], task.tolerance_for(arg),
+        reason = compare(xp, arg.name, outputs[arg.name], refs[arg.name], task.tolerance_for(arg, sizes),
                          fill, arg.dtype)
         if reason:
             return reason
@@ -147,7 +149,7 @@ def admit(task: Task, seed: int = 12345) -> None:
         refs = task.expected(np, inputs, sizes)
         other = task.expected(np, task.make_inputs(np, sizes, seed + 1000 + i), sizes)
         for case, outs in trivial_outputs(task, sizes, inputs, other, fills).items():
-            if case in uncaught and compare_all(np, task, outs, refs, fills):
+            if case in uncaught and compare_all(np, task, outs, refs, fills, sizes):
                 uncaught.discard(case)
     if uncaught:
         raise EvolveError(

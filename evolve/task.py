@@ -35,11 +35,25 @@ ROLES = ("input", "output", "inout")
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Pass iff |out-ref| <= atol*max|ref| + rtol*|ref| everywhere and rel. L2 error <= l2."""
+    """Pass iff |out-ref| <= atol*max|ref| + rtol*|ref| everywhere and rel. L2 error <= l2.
+
+    ``accumulates`` (a size expression: the length of the sum each output element is, e.g. K of
+    a GEMM) makes ``l2`` the bound of a one-term sum, growing as its square root: float32's
+    rounding error of an honest sum grows so, while a split-precision product (bf16x3) is off by
+    as much at every K, so only a bound that is tight at short sums can refuse it."""
 
     atol: float
     rtol: float
     l2: float
+    accumulates: Expr | None = None
+
+    def at(self, sizes: Mapping[str, int] | None) -> Tolerance:
+        """The bounds at these sizes (``l2`` grown by sqrt(accumulates)); without sizes, those of
+        a one-term sum (the tightest)."""
+        if self.accumulates is None or sizes is None:
+            return self
+        terms = max(1, self.accumulates.int_value(sizes))
+        return Tolerance(self.atol, self.rtol, self.l2 * terms ** 0.5)
 
 
 @dataclass(frozen=True)
@@ -98,11 +112,12 @@ class Task:
     def flops(self, sizes: Mapping[str, int]) -> int:
         return self.flops_expr.int_value(sizes)
 
-    def tolerance_for(self, arg: Arg) -> Tolerance | None:
-        """How an output is compared: None for exact dtypes (integers, bool)."""
+    def tolerance_for(self, arg: Arg, sizes: Mapping[str, int] | None = None) -> Tolerance | None:
+        """How an output is compared (at ``sizes``, needed when the tolerance grows with them):
+        None for exact dtypes (integers, bool)."""
         if dtypes.get(arg.dtype).exact:
             return None
-        return arg.tolerance or self.tolerance
+        return (arg.tolerance or self.tolerance).at(sizes)
 
     def make_inputs(self, xp: Any, sizes: Mapping[str, int], seed: int,
                     stress: Stress | None = None) -> dict[str, Any]:
@@ -270,7 +285,10 @@ def _arg(name: str, a: Mapping[str, Any]) -> Arg:
 
 
 def _tolerance(t: Mapping[str, Any]) -> Tolerance:
-    tol = Tolerance(float(t["atol"]), float(t["rtol"]), float(t["l2"]))
+    if extra := set(t) - {"atol", "rtol", "l2", "accumulates"}:
+        raise ValueError(f"tolerance takes atol, rtol, l2 and accumulates, not {sorted(extra)}")
+    grows = Expr(t["accumulates"]) if t.get("accumulates") is not None else None
+    tol = Tolerance(float(t["atol"]), float(t["rtol"]), float(t["l2"]), grows)
     if min(tol.atol, tol.rtol, tol.l2) < 0:
         raise ValueError("tolerances must not be negative")
     return tol

@@ -47,7 +47,7 @@ def failures(name: str, kernel: k.Kernel) -> dict[str, str]:
     failed: dict[str, str] = {}
     for rnd, sizes, inputs, refs in rounds(name):
         shaped = {a.name: inputs[a.name].reshape(task.shape(a, sizes)) for a in task.inputs}
-        if (reason := compare_all(np, task, kernel(**shaped), refs)) and rnd not in failed:
+        if (reason := compare_all(np, task, kernel(**shaped), refs, sizes=sizes)) and rnd not in failed:
             failed[rnd] = reason
     return failed
 

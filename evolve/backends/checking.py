@@ -67,5 +67,5 @@ def verify(task: Task, sizes: Mapping[str, int], bufs: Mapping[str, cp.ndarray],
     refs = task.expected(cp, pristine, sizes)
     if stress is not None and unjudgeable(cp, task, refs):
         return
-    if reason := compare_all(cp, task, outputs, refs, fills):
+    if reason := compare_all(cp, task, outputs, refs, fills, sizes):
         raise Fail(Status.WRONG, f"{reason} {where}")

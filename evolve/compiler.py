@@ -22,6 +22,8 @@ from evolve.cubin import CubinError, inspect
 from evolve.errors import EvolveError
 from evolve.spec import MAX_SOURCE_CHARS, normalize_source
 
+PROGRAM_NAME = "kernel.cu"  # what NVRTC calls every source (__FILE__; best.cu's #line names it too)
+
 ALLOWED_INCLUDES = frozenset({
     "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "cuda_runtime.h", "mma.h", "math_constants.h",
     "cooperative_groups.h", "cooperative_groups/reduce.h", "cooperative_groups/memcpy_async.h",
@@ -199,7 +201,7 @@ def compile_cuda(source: str, defines: Mapping[str, object], arch: str,
             os.utime(path)  # recently used: kept by the eviction
             return Compiled(cubin, "", 0.0, True)
     t0 = time.perf_counter()
-    prog = nvrtc.createProgram(source, "kernel.cu", [], [])
+    prog = nvrtc.createProgram(source, PROGRAM_NAME, [], [])
     try:
         try:
             nvrtc.compileProgram(prog, opts)

@@ -65,3 +65,18 @@ def test_a_tolerance_with_unknown_keys_is_refused() -> None:
     cfg = {**builtin_task("sgemm").config, "tolerance": {"atol": 0, "rtol": 0, "l2": 0, "grows": "K"}}
     with pytest.raises(EvolveError, match="tolerance takes atol, rtol, l2 and accumulates"):
         load_task(cfg)
+
+
+def test_check_warns_when_float32_arithmetic_cannot_meet_the_tolerance() -> None:
+    """An honest fp32 kernel was judged wrong in some trials and right in others on a task whose
+    tolerance was too tight for float32 (issue 24, also found): backend=check now says so before
+    any GPU time is spent, from the reference computed in float32 on many inputs."""
+    from conftest import task_config
+    from test_check import run
+
+    tight = {**task_config("vector_add"), "tolerance": {"atol": 0.0, "rtol": 1e-9, "l2": 1e-9}}
+    _, lines = run(tight, compile_all_up_to=0, compile_sample=0)
+    assert any(line.startswith("warning: the reference computed in float32 fails the task's own tolerance")
+               and "tighter than float32 arithmetic allows" in line for line in lines), lines
+    _, lines = run(task_config("vector_add"), compile_all_up_to=0, compile_sample=0)
+    assert not any(line.startswith("warning:") for line in lines), lines

@@ -25,7 +25,7 @@ import numpy as np
 
 from evolve import dtypes
 from evolve.compiler import CompileError, compile_cuda, first_error, target_arch
-from evolve.correctness import admit, unjudgeable
+from evolve.correctness import admit, compare, unjudgeable
 from evolve.cubin import CubinError, inspect
 from evolve.errors import EvolveError, SpecError, describe
 from evolve.hardware import Hardware, named
@@ -58,6 +58,7 @@ def check_task(c: Mapping[str, Any], say: Say = print) -> int:
     references(task, problem)
     if not problems:
         stress_rounds(task, problem, say)
+        own_precision(task, say)
     if not problems:  # admission reruns the reference: no second report of the same fault
         try:
             admit(task)
@@ -145,6 +146,41 @@ def stress_rounds(task: Task, problem: Say, say: Say) -> None:
     total = len(task.stress) * len(task.correctness_sizes)
     say(f"check: stress rounds ({', '.join(st.name for st in task.stress) or 'none'}): the float64 "
         f"reference is finite and fits the outputs in {judged} of {total} (round, size)")
+
+
+def own_precision(task: Task, say: Say, rounds: int = 8) -> None:
+    """The reference computed in float32 (NumPy's sums, more accurate than a plain loop) on many
+    inputs, judged by the task's own tolerance: where even that fails, an honest float32 kernel
+    will fail too, on some inputs and not others, and the tolerance is likely too tight."""
+    floats = [a for a in task.outputs if not dtypes.get(a.dtype).exact]
+    if not floats or any(a.dtype == "float64" for a in task.args):
+        return
+    failed: list[str] = []
+    total = 0
+    for i, sizes in enumerate(task.correctness_sizes):
+        for rnd, st in [(r, None) for r in range(rounds)] + [(0, st) for st in task.stress]:
+            try:
+                with np.errstate(all="ignore"):
+                    inputs = task.make_inputs(np, sizes, 3000 + 100 * i + rnd, st)
+                    refs = task.expected(np, inputs, sizes)
+                    if st is not None and unjudgeable(np, task, refs):
+                        continue
+                    narrow = {a.name: dtypes.widen(np, inputs[a.name], a.dtype).astype(np.float32)
+                              if not dtypes.get(a.dtype).exact else inputs[a.name] for a in task.inputs}
+                    got = task.reference(np, narrow, dict(sizes))
+                    total += 1
+                    for a in floats:
+                        out = dtypes.store(np.asarray(got[a.name], dtype=np.float32), a.dtype)
+                        tol = task.tolerance_for(a, sizes)
+                        if reason := compare(np, a.name, out, refs[a.name], tol, None, a.dtype):
+                            failed.append(f"{size_label(sizes)}{f' ({st.name})' if st else ''}: {reason}")
+                            break
+            except Exception:  # a reference that cannot take float32 arrays: nothing to learn here
+                return
+    if failed:
+        say(f"warning: the reference computed in float32 fails the task's own tolerance in {len(failed)} "
+            f"of {total} rounds (first: {failed[0]}): the tolerance may be tighter than float32 "
+            "arithmetic allows, and honest kernels will fail on some inputs and pass on others")
 
 
 def traffic(task: Task, problem: Say, say: Say) -> None:

@@ -132,6 +132,7 @@ class ToleranceSettings:
     atol: float = MISSING  # pass iff |out-ref| <= atol*max|ref| + rtol*|ref| everywhere ...
     rtol: float = MISSING
     l2: float = MISSING  # ... and the relative L2 error <= l2
+    accumulates: Any = None  # a size expression: l2 bounds a one-term sum and grows as its square root
 
 
 @dataclass
@@ -155,6 +156,7 @@ class TaskSettings:
     defines: dict[str, Any] | None = None  # -D macros for every seed
     seeds: list[str] = field(default_factory=list)  # seed kernels, relative to the task file
     dir: str | None = None  # the task file's folder (set by evolve)
+    stress: dict[str, Any] | None = None  # extra correctness rounds (evolve.task.stress)
     max_scratch_bytes: int | None = None  # the most scratch a spec may declare (None: 16 GiB)
     torch: dict[str, Any] | None = None  # a task made from a PyTorch problem file (evolve.task.torch_task)
     module: dict[str, Any] | None = None  # best.ModelNew's constructor, forward and parameters

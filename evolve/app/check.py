@@ -1,7 +1,9 @@
 """``backend=check``: everything about a task that can be checked without a GPU, at once.
 
 It loads the task, computes its reference on NumPy at every correctness size (shapes, finite
-values, integers in range, the same answer twice), runs the admission check (trivial kernels must
+values, integers in range, the same answer twice) and in every stress round (its outputs' dtypes
+must hold it: a generic round that they cannot hold is named and skipped, a task's own is a
+problem), runs the admission check (trivial kernels must
 fail), evaluates the traffic model, and for every seed plans every configuration at every size
 and compiles all of a small space (a sample of a large one, the default always) with NVRTC for
 the target architecture, checking each compiled kernel's parameters against the spec (their sizes
@@ -31,7 +33,7 @@ from evolve.kernel.compiler import CompileError, compile_cuda, first_error, nvrt
 from evolve.kernel.cubin import CubinError, inspect
 from evolve.kernel.signature import wrong_types
 from evolve.kernel.spec import Variant
-from evolve.task.correctness import admit, compare
+from evolve.task.correctness import admit, compare, unjudgeable
 from evolve.task.files import with_task_dir
 from evolve.task.task import Task, load_task, size_label
 
@@ -59,6 +61,9 @@ def check_task(c: Mapping[str, Any], say: Say = print) -> int:
     references(task, problem)
     if task.config.get("torch") and not problems:
         own_model(task, problem)
+    if not problems:
+        stress_rounds(task, problem, say)
+        own_precision(task, say)
     if not problems:  # admission reruns the reference: no second report of the same fault
         try:
             admit(task)
@@ -148,6 +153,65 @@ def own_model(task: Task, problem: Say) -> None:
                         f"({reason}): loosen the tolerance (EVOLVE_TASK = {{'tolerance': {{atol, rtol, "
                         "l2}} in the problem file)")
                 return
+
+
+def stress_rounds(task: Task, problem: Say, say: Say) -> None:
+    """The float64 reference in every stress round at every correctness size: where an output's
+    dtype cannot hold it, the round judges nothing (the evaluator skips it there)."""
+    judged = 0
+    for st in task.stress:
+        for i, sizes in enumerate(task.correctness_sizes):
+            try:
+                with np.errstate(all="ignore"):
+                    refs = task.expected(np, task.make_inputs(np, sizes, 2000 + i, st), sizes)
+            except Exception as exc:
+                problem(f"stress round {st.name} at {size_label(sizes)}: {describe(exc)}")
+                continue
+            if (why := unjudgeable(np, task, refs)) is None:
+                judged += 1
+            elif st.generic:
+                say(f"note: stress round {st.name} at {size_label(sizes)} is skipped: {why}")
+            else:
+                problem(f"stress round {st.name} at {size_label(sizes)}: {why}; "
+                        "a round that cannot judge is refused")
+    total = len(task.stress) * len(task.correctness_sizes)
+    say(f"check: stress rounds ({', '.join(st.name for st in task.stress) or 'none'}): the float64 "
+        f"reference is finite and fits the outputs in {judged} of {total} (round, size)")
+
+
+def own_precision(task: Task, say: Say, rounds: int = 8) -> None:
+    """The reference computed in float32 (NumPy's sums, more accurate than a plain loop) on many
+    inputs, judged by the task's own tolerance: where even that fails, an honest float32 kernel
+    will fail too, on some inputs and not others, and the tolerance is likely too tight."""
+    floats = [a for a in task.outputs if not dtypes.get(a.dtype).exact]
+    if not floats or any(a.dtype == "float64" for a in task.args):
+        return
+    failed: list[str] = []
+    total = 0
+    for i, sizes in enumerate(task.correctness_sizes):
+        for rnd, st in [(r, None) for r in range(rounds)] + [(0, st) for st in task.stress]:
+            try:
+                with np.errstate(all="ignore"):
+                    inputs = task.make_inputs(np, sizes, 3000 + 100 * i + rnd, st)
+                    refs = task.expected(np, inputs, sizes)
+                    if st is not None and unjudgeable(np, task, refs):
+                        continue
+                    narrow = {a.name: dtypes.widen(np, inputs[a.name], a.dtype).astype(np.float32)
+                              if not dtypes.get(a.dtype).exact else inputs[a.name] for a in task.inputs}
+                    got = task.reference(np, narrow, dict(sizes))
+                    total += 1
+                    for a in floats:
+                        out = dtypes.store(np.asarray(got[a.name], dtype=np.float32), a.dtype)
+                        tol = task.tolerance_for(a, sizes)
+                        if reason := compare(np, a.name, out, refs[a.name], tol, None, a.dtype):
+                            failed.append(f"{size_label(sizes)}{f' ({st.name})' if st else ''}: {reason}")
+                            break
+            except Exception:  # a reference that cannot take float32 arrays: nothing to learn here
+                return
+    if failed:
+        say(f"warning: the reference computed in float32 fails the task's own tolerance in {len(failed)} "
+            f"of {total} rounds (first: {failed[0]}): the tolerance may be tighter than float32 "
+            "arithmetic allows, and honest kernels will fail on some inputs and pass on others")
 
 
 def traffic(task: Task, problem: Say, say: Say) -> None:

@@ -139,7 +139,7 @@ def _arrays(*ts: Any) -> tuple[Any, list[Any]]:
 
 
 class Reference:
-    """The Model in float64 (``eval()``, ``no_grad()``), and its outputs for each input set, each
+    """The Model in float64 (``Model.eval()``, ``no_grad()``), and its outputs for each input set, each
     with the dtype the float32 Model returns."""
 
     def __init__(self, model: Any, dtypes_out: list[Any]) -> None:

@@ -134,7 +134,7 @@ def check(task: Task, sizes: Mapping[str, int], fn: Callable[[], Any], outputs: 
             got = got.view(torch.int16)
         made = outputs if got is None else {
             out.name: cp.from_dlpack(got).view(dtypes.storage(out.dtype)).reshape(task.shape(out, sizes))}
-        return compare_all(cp, task, made, refs, fills)
+        return compare_all(cp, task, made, refs, fills, sizes)
     except Exception as exc:
         return f"failed: {str(exc).splitlines()[0]}"
 

@@ -229,5 +229,6 @@ def _tolerances(t: Task) -> str:
         tol = t.tolerance_for(a)
         parts.append(f"{a.name}: exact" if tol is None else
                      f"{a.name}: |out - ref| <= {tol.atol:.3g} * max|ref| + {tol.rtol:.3g} * |ref| for every "
-                     f"element, and relative L2 error <= {tol.l2:.3g}")
+                     f"element, and relative L2 error <= {tol.l2:.3g}"
+                     + (f" * sqrt({tol.accumulates.text})" if tol.accumulates is not None else ""))
     return "; ".join(parts)

@@ -21,7 +21,9 @@ from pathlib import Path
 
 from evolve.errors import EvolveError
 from evolve.kernel.cubin import CubinError, inspect
-from evolve.kernel.spec import MAX_SOURCE_CHARS, normalize_source
+from evolve.kernel.spec import COMMENT_OR_STRING, MAX_SOURCE_CHARS, normalize_source
+
+PROGRAM_NAME = "kernel.cu"  # what NVRTC calls every source (__FILE__; best.cu's #line names it too)
 
 ALLOWED_INCLUDES = frozenset({
     "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "cuda_runtime.h", "mma.h", "math_constants.h",
@@ -30,7 +32,7 @@ ALLOWED_INCLUDES = frozenset({
     "cuda/std/cstdint", "cuda/std/limits", "cuda/std/type_traits",
     "stdint.h", "cstdint", "float.h", "cfloat", "limits.h", "climits",
 })
-CACHE_VERSION = "3"
+CACHE_VERSION = "4"
 CACHE_DIR = Path(os.environ.get("EVOLVE_CACHE_DIR", Path.home() / ".cache" / "cuda-evolve")) / "cubin"
 MAX_CACHE_BYTES = 2 << 30  # the cubin cache keeps the most recently used entries under this
 
@@ -38,6 +40,13 @@ MAX_CACHE_BYTES = 2 << 30  # the cubin cache keeps the most recently used entrie
 _DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(\w+)(.*)$", re.M)
 _INCLUDE = re.compile(r'^\s*<([A-Za-z0-9_./]+)>\s*(?://.*|/\*.*\*/\s*)?$')
 _PRINTF = re.compile(r"\bv?printf\b")
+# What makes a kernel depend on when or where it was built: refused in the source (token pasting
+# could build these names unseen, so ## is refused where the source's identifiers can spell one)
+BUILD_MACROS = ("__DATE__", "__TIME__", "__TIMESTAMP__", "__FILE__", "__BASE_FILE__", "__FILE_NAME__")
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+# ... and on when it runs: reads of the clocks, in the PTX (whatever the source spelled: inline
+# asm split over string literals, clock64(), a header's code), before ptxas sees it
+_CLOCK_READ = re.compile(r"%(globaltimer(?:_lo|_hi)?|clock(?:_hi|64)?)\b")
 _STACK = re.compile(r"(\d+) bytes stack frame")
 _PTXAS_INFO = re.compile(r"ptxas (info|\s+\.)")  # the resource report, not warnings or errors
 MAX_LOCAL_BYTES = 16 * 1024  # per-thread local memory (stack frame) a candidate may use
@@ -92,7 +101,35 @@ def check_source(source: str) -> str | None:
         return "__has_include is not allowed"
     if _PRINTF.search(normalize_source(spliced)):
         return "printf is not allowed in device code (its output would flood the host)"
+    return _build_identity(spliced)
+
+
+def _build_identity(spliced: str) -> str | None:
+    """Why the code could depend on when or where it was built: a build macro in it, or token
+    pasting with identifiers that can spell one; None if neither."""
+    code = COMMENT_OR_STRING.sub(" ", spliced)
+    tokens = set(_IDENT.findall(code))
+    for name in BUILD_MACROS:
+        if name in tokens:
+            return (f"{name} is not allowed: it makes the kernel depend on when or where it was built "
+                    "(the judged code and the user's build would differ)")
+    if "##" in code or "%:%:" in code:
+        for name in BUILD_MACROS:
+            if _spells(name, tokens):
+                return (f"token pasting (##) with identifiers that can spell {name} is not allowed: "
+                        "it makes the kernel depend on when or where it was built")
     return None
+
+
+def _spells(name: str, tokens: set[str]) -> bool:
+    """Whether ``name`` is a concatenation of two or more of ``tokens``."""
+    reach = {0: 0}  # end of a prefix spelled so far -> the fewest pieces it took
+    for i in range(len(name)):
+        if i in reach:
+            for j in range(i + 1, len(name) + 1):
+                if name[i:j] in tokens:
+                    reach[j] = min(reach.get(j, 99), reach[i] + 1)
+    return reach.get(len(name), 0) >= 2
 
 
 def target_arch(arch: str, arch_specific: bool) -> str:
@@ -200,7 +237,7 @@ def compile_cuda(source: str, defines: Mapping[str, object], arch: str,
             os.utime(path)  # recently used: kept by the eviction
             return Compiled(cubin, "", 0.0, True)
     t0 = time.perf_counter()
-    prog = nvrtc.createProgram(source, "kernel.cu", [], [])
+    prog = nvrtc.createProgram(source, PROGRAM_NAME, [], [])
     try:
         try:
             nvrtc.compileProgram(prog, opts)
@@ -208,9 +245,13 @@ def compile_cuda(source: str, defines: Mapping[str, object], arch: str,
             raise CompileError(sanitize(nvrtc.getProgramLog(prog)) or "NVRTC failed") from None
         verbose = sanitize(nvrtc.getProgramLog(prog)).replace("\x00", "")
         cubin = nvrtc.getCUBIN(prog)
+        ptx = nvrtc.getPTX(prog)
     finally:
         nvrtc.destroyProgram(prog)
     log = "\n".join(ln for ln in verbose.splitlines() if not _PTXAS_INFO.match(ln)).strip()
+    if clock := _CLOCK_READ.search(ptx.decode(errors="replace") if isinstance(ptx, bytes) else str(ptx)):
+        raise SourceRejected(f"reading the clock (%{clock.group(1)} in the PTX: clock(), clock64(), "
+                             "%globaltimer) is not allowed: a kernel must not depend on when it runs")
     _check_compiled(cubin, verbose, log)
     seconds = time.perf_counter() - t0
     if cache:

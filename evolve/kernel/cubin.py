@@ -11,6 +11,7 @@ parsing with bounds on every offset: it runs on any machine and refuses what it 
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from dataclasses import dataclass
 
@@ -42,6 +43,8 @@ class CubinInfo:
     global_bytes: int  # the module's own __device__ memory, initialized or not
     params: dict[str, tuple[Param, ...]]  # by kernel (entry function) name, in ordinal order
     param_bytes: dict[str, int]  # by kernel: size of its parameter block
+    code_digest: str = ""  # every section but the debug ones (line tables name the compiling
+    # process's directory and follow its #line directives): equal digests, the same program
 
 
 def inspect(cubin: bytes) -> CubinInfo:
@@ -106,7 +109,12 @@ def _inspect(data: memoryview) -> CubinInfo:
             found, total = _kernel_params(data[sec.offset:sec.offset + sec.size])
             params[kernel] = tuple(sorted(found, key=lambda p: p.ordinal))
             param_bytes[kernel] = total
-    return CubinInfo(frozenset(undefined), global_bytes, params, param_bytes)
+    code = hashlib.sha256()
+    for sec in sections:
+        if "debug" not in sec.name:
+            body = b"" if sec.type == _SHT_NOBITS else bytes(data[sec.offset:sec.offset + sec.size])
+            code.update(struct.pack("<QQ", len(sec.name), sec.size) + sec.name.encode() + body)
+    return CubinInfo(frozenset(undefined), global_bytes, params, param_bytes, code.hexdigest())
 
 
 def _kernel_params(info: memoryview) -> tuple[list[Param], int]:

@@ -61,7 +61,7 @@ DTYPES = ITEMSIZE  # bytes per element of each dtype a scratch buffer (or task a
 # An unterminated comment runs to the end: one scan, however many openers there are.
 _HEADER = re.compile(r"/\*@evolve\b(.*?)(\*/|\Z)", re.S)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-_COMMENT_OR_STRING = re.compile(
+COMMENT_OR_STRING = re.compile(
     r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S
 )
 _RESERVED = {"min", "max", "ceil_div", "and", "or", "not"}
@@ -176,7 +176,7 @@ def normalize_source(source: str) -> str:
     def keep_strings(m: re.Match[str]) -> str:
         return m.group(0) if m.group(0)[0] in "\"'" else " "
 
-    return " ".join(_COMMENT_OR_STRING.sub(keep_strings, source).split())
+    return " ".join(COMMENT_OR_STRING.sub(keep_strings, source).split())
 
 
 def parse_spec(source: str) -> LaunchSpec:

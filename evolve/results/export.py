@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,9 @@ from evolve.evaluate.metrics import bound, headline, peak_text
 from evolve.evaluate.objective import Objective
 from evolve.evaluate.plan import make_plan
 from evolve.hardware import Hardware
+from evolve.kernel.compiler import PROGRAM_NAME, CompileError, compile_cuda, first_error, target_arch
+from evolve.kernel.cubin import CubinError, inspect
+from evolve.kernel.spec import Variant
 from evolve.markup import md_text
 from evolve.record.schema import ORIGIN, Attr, Op, counts_toward_budget, fastest_per_variant, winner
 from evolve.record.variants import VariantStore
@@ -103,8 +107,9 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
             headline=headline(task, hw, figures),
         )
         launches = _launches(variant, task, hw, tunables)
-        source = variant.with_defines(tunables, task.defines)  # compiles on its own
-        (run_dir / "best.cu").write_text(_best_cu(study, task, hw, summary, launches, source))
+        best_cu = _best_cu(study, task, hw, summary, launches, exported_source(variant, tunables, task))
+        same_code(best_cu, variant, tunables, task, hw)
+        (run_dir / "best.cu").write_text(best_cu)
         (run_dir / "best.py").write_text(best_py(task, study.study_name, hw.device or hw.name))
         (run_dir / "best.json").write_text(json.dumps({
             "run": study.study_name,
@@ -205,6 +210,32 @@ def _launches(variant: Any, task: Task, hw: Hardware, tunables: dict[str, int]) 
             for c in plan.calls
         ]
     return out
+
+
+def exported_source(variant: Variant, tunables: Mapping[str, int], task: Task) -> str:
+    """The judged source with its tunables and the task's defines baked in as #defines, then a
+    ``#line`` directive, so that what follows compiles exactly as it was judged: the same
+    ``__LINE__`` and ``__FILE__`` everywhere, the same line info."""
+    baked = variant.with_defines(tunables, task.defines)
+    prologue = baked[:len(baked) - len(variant.source)]
+    return f'{prologue}#line 1 "{PROGRAM_NAME}"\n{variant.source}'
+
+
+def same_code(best_cu: str, variant: Variant, tunables: Mapping[str, int], task: Task,
+              hw: Hardware) -> None:
+    """Refuse to export a best.cu that (compiled alone, as best.py compiles it) is not the judged
+    program (its source with -D flags): every section of the two cubins but the debug line
+    tables must be byte for byte the same."""
+    try:
+        arch = target_arch(hw.arch, variant.spec.arch_specific)
+        judged = inspect(compile_cuda(variant.source, {**tunables, **dict(task.defines)}, arch).cubin)
+        exported = inspect(compile_cuda(best_cu, {}, arch).cubin)
+    except (CompileError, CubinError) as exc:
+        raise EvolveError(f"best.cu was not written: compiling it to compare with the judged code "
+                          f"failed: {first_error(str(exc))}") from None
+    if exported.code_digest != judged.code_digest:
+        raise EvolveError(f"best.cu was not written: it does not compile to the judged code of "
+                          f"{variant.name} (the cubins differ)")
 
 
 def _best_cu(study: optuna.Study, task: Task, hw: Hardware, s: Summary,

@@ -10,9 +10,7 @@ every launch), an ``output`` (pre-filled with a value the kernel must overwrite)
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,13 +19,14 @@ from typing import Any
 import numpy as np
 
 from evolve import dtypes
-from evolve.errors import EvolveError, SpecError, describe
+from evolve.errors import EvolveError, SpecError
 from evolve.expr import Expr
 from evolve.hardware import PEAKS
 from evolve.kernel.spec import Variant
-from evolve.paths import KERNELS_DIR
-from evolve.task import references
-from evolve.task.inputs import Init, check_draw, draw, fill, parse_init
+from evolve.task.inputs import Draw, Init, check_draw, draw, fill, parse_init
+from evolve.task.resolve import resolve_reference, resolve_seed
+from evolve.task.stress import Stress, stressed
+from evolve.task.stress import parse as parse_stress
 
 ROLES = ("input", "output", "inout")
 MAX_SCRATCH_BYTES = 1 << 34  # a task's default max_scratch_bytes (16 GiB; the GPU's memory bounds it too)
@@ -35,11 +34,25 @@ MAX_SCRATCH_BYTES = 1 << 34  # a task's default max_scratch_bytes (16 GiB; the G
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Pass iff |out-ref| <= atol*max|ref| + rtol*|ref| everywhere and rel. L2 error <= l2."""
+    """Pass iff |out-ref| <= atol*max|ref| + rtol*|ref| everywhere and rel. L2 error <= l2.
+
+    ``accumulates`` (a size expression: the length of the sum each output element is, e.g. K of
+    a GEMM) makes ``l2`` the bound of a one-term sum, growing as its square root: float32's
+    rounding error of an honest sum grows so, while a split-precision product (bf16x3) is off by
+    as much at every K, so only a bound that is tight at short sums can refuse it."""
 
     atol: float
     rtol: float
     l2: float
+    accumulates: Expr | None = None
+
+    def at(self, sizes: Mapping[str, int] | None) -> Tolerance:
+        """The bounds at these sizes (``l2`` grown by sqrt(accumulates)); without sizes, those of
+        a one-term sum (the tightest)."""
+        if self.accumulates is None or sizes is None:
+            return self
+        terms = max(1, self.accumulates.int_value(sizes))
+        return Tolerance(self.atol, self.rtol, self.l2 * terms ** 0.5)
 
 
 @dataclass(frozen=True)
@@ -68,6 +81,7 @@ class Task:
     config: Mapping[str, Any]
     peak: str = "fp32"  # the compute peak that bounds it (evolve.hardware.PEAKS), or "memory"
     max_scratch_bytes: int = MAX_SCRATCH_BYTES  # a kernel's scratch buffers in all, at any size
+    stress: tuple[Stress, ...] = ()  # one more correctness round per size each (evolve.task.stress)
 
     @property
     def inputs(self) -> tuple[Arg, ...]:
@@ -98,25 +112,37 @@ class Task:
     def flops(self, sizes: Mapping[str, int]) -> int:
         return self.flops_expr.int_value(sizes)
 
-    def tolerance_for(self, arg: Arg) -> Tolerance | None:
-        """How an output is compared: None for exact dtypes (integers, bool)."""
+    def tolerance_for(self, arg: Arg, sizes: Mapping[str, int] | None = None) -> Tolerance | None:
+        """How an output is compared (at ``sizes``, needed when the tolerance grows with them):
+        None for exact dtypes (integers, bool)."""
         if dtypes.get(arg.dtype).exact:
             return None
-        return arg.tolerance or self.tolerance
+        return (arg.tolerance or self.tolerance).at(sizes)
 
-    def make_inputs(self, xp: Any, sizes: Mapping[str, int], seed: int) -> dict[str, Any]:
+    def make_inputs(self, xp: Any, sizes: Mapping[str, int], seed: int,
+                    stress: Stress | None = None) -> dict[str, Any]:
         """Fresh inputs for one round, in each argument's storage; the seed is secret to the kernel."""
         out = {a.name: xp.empty(self.shape(a, sizes), dtype=dtypes.storage(a.dtype)) for a in self.inputs}
-        self.fill_inputs(xp, out, seed, sizes)
+        self.fill_inputs(xp, out, seed, sizes, stress)
         return out
 
-    def fill_inputs(self, xp: Any, buffers: Mapping[str, Any], seed: int, sizes: Mapping[str, int]) -> None:
-        """Write the inputs ``make_inputs`` would make for ``seed`` into existing buffers: the
-        same values every time for the same seed, so they can be made again to check them."""
+    def fill_inputs(self, xp: Any, buffers: Mapping[str, Any], seed: int, sizes: Mapping[str, int],
+                    stress: Stress | None = None) -> None:
+        """Write the inputs ``make_inputs`` would make for ``seed`` (and ``stress``) into existing
+        buffers: the same values every time, so they can be made again to check them."""
         params = np.random.default_rng(seed)
         for i, arg in enumerate(self.inputs):
-            d = draw(arg.init, params, sizes)
+            d = self.draw(arg, params, sizes, stress)
             fill(xp, buffers[arg.name], arg.dtype, d, (seed * 1_000_003 + i) % 2**64)
+
+    def draw(self, arg: Arg, params: np.random.Generator, sizes: Mapping[str, int],
+             stress: Stress | None = None) -> Draw:
+        """One round's parameters of one input: its own init's, or the stress round's."""
+        own = dict(stress.inits) if stress is not None else {}
+        d = draw(own.get(arg.name, arg.init), params, sizes)
+        if stress is not None and stress.generic:
+            d = stressed(arg.init, d, stress.name, arg.dtype, (params.random(), params.random()))
+        return d
 
     def expected(self, xp: Any, inputs: Mapping[str, Any], sizes: Mapping[str, int]) -> dict[str, Any]:
         """The float64 reference outputs, shaped like the task's outputs (an inout's final value
@@ -194,6 +220,7 @@ def load_task(cfg: Mapping[str, Any], resolve: bool = True) -> Task:
         max_scratch = MAX_SCRATCH_BYTES if given is None else int(given)
         if max_scratch < 0:
             raise ValueError("max_scratch_bytes must not be negative")
+        stress = parse_stress(cfg.get("stress"), {a.name: a.dtype for a in args if a.role != "output"})
     except (KeyError, TypeError, ValueError, SpecError) as exc:
         raise fail(f"malformed configuration ({exc.__class__.__name__}: {exc})") from None
     if not any(a.role != "output" for a in args) or not any(a.role != "input" for a in args):
@@ -207,14 +234,14 @@ def load_task(cfg: Mapping[str, Any], resolve: bool = True) -> Task:
     if clash := size_names & {a.name for a in args}:
         raise fail(f"{sorted(clash)} are both sizes and arguments")
     seeds = cfg.get("seeds") or [] if resolve else []
-    seed_paths = tuple(_resolve_seed(name, str(p), base) for p in seeds)
+    seed_paths = tuple(resolve_seed(name, str(p), base) for p in seeds)
     task = Task(
         name=name,
         description=str(cfg.get("description") or ""),
         args=args,
         correctness_sizes=correctness,
         timing_sizes=timing,
-        reference=_reference(name, cfg, base) if resolve else _unresolved,
+        reference=resolve_reference(name, cfg, base) if resolve else _unresolved,
         tolerance=tolerance,
         bytes_expr=bytes_expr,
         flops_expr=flops_expr,
@@ -223,16 +250,19 @@ def load_task(cfg: Mapping[str, Any], resolve: bool = True) -> Task:
         config=dict(cfg),
         peak=peak,
         max_scratch_bytes=max_scratch,
+        stress=stress,
     )
     for s in (*correctness, *timing):
         for a in args:
-            try:
-                shape = task.shape(a, s)
-                d = draw(a.init, np.random.default_rng(0), s) if a.role != "output" else None
-            except SpecError as exc:
-                raise fail(f"{a.name}: {exc}") from None
-            if d is not None and (problem := check_draw(d, a.dtype, int(np.prod(shape)))):
-                raise fail(f"{a.name} at {size_label(s)}: {problem}")
+            for st in (None, *(st for st in stress if s in correctness and not st.generic)):
+                try:
+                    shape = task.shape(a, s)
+                    d = task.draw(a, np.random.default_rng(0), s, st) if a.role != "output" else None
+                except SpecError as exc:
+                    raise fail(f"{a.name}: {exc}") from None
+                if d is not None and (problem := check_draw(d, a.dtype, int(np.prod(shape)))):
+                    where = f" (stress round {st.name})" if st else ""
+                    raise fail(f"{a.name} at {size_label(s)}{where}: {problem}")
     return task
 
 
@@ -267,7 +297,10 @@ def _arg(name: str, a: Mapping[str, Any]) -> Arg:
 
 
 def _tolerance(t: Mapping[str, Any]) -> Tolerance:
-    tol = Tolerance(float(t["atol"]), float(t["rtol"]), float(t["l2"]))
+    if extra := set(t) - {"atol", "rtol", "l2", "accumulates"}:
+        raise ValueError(f"tolerance takes atol, rtol, l2 and accumulates, not {sorted(extra)}")
+    grows = Expr(t["accumulates"]) if t.get("accumulates") is not None else None
+    tol = Tolerance(float(t["atol"]), float(t["rtol"]), float(t["l2"]), grows)
     if min(tol.atol, tol.rtol, tol.l2) < 0:
         raise ValueError("tolerances must not be negative")
     return tol
@@ -287,80 +320,6 @@ def _sizes(s: Mapping[str, Any]) -> dict[str, int]:
             raise ValueError(f"size {k}={v!r} must be a positive integer")
         out[str(k)] = v
     return out
-
-
-def _resolve_seed(task: str, p: str, base: Path | None) -> Path:
-    """Seeds are paths: absolute, or relative to the task file's folder, to kernels/ (the
-    built-in tasks' seeds) or to the working directory, in that order."""
-    places = [*([base] if base else []), KERNELS_DIR, Path.cwd()]
-    for path in (Path(p).expanduser(), *(d / p for d in places)):
-        if path.is_absolute() and path.is_file():
-            return path.resolve()
-    raise EvolveError(f"task {task}: seed kernel {p!r} not found (looked in "
-                      f"{', '.join(str(d) for d in places)})")
-
-
-def _reference(task: str, cfg: Mapping[str, Any], base: Path | None) -> Callable[..., dict[str, Any]]:
-    """A PyTorch problem file's Model (a task made by :mod:`evolve.task.torch_task`), else as named."""
-    if cfg.get("torch"):
-        from evolve.task.torch_reference import TorchReference
-
-        return TorchReference(cfg)
-    return _resolve_reference(task, str(cfg.get("reference") or task), base)
-
-
-def _resolve_reference(task: str, ref: str, base: Path | None) -> Callable[..., dict[str, Any]]:
-    """A built-in reference by name, or ``module:function`` imported from the task's folder
-    (first on the import path, as a script's own folder is) or from anywhere importable."""
-    module, _, func = ref.rpartition(":")
-    if not module:
-        obj = getattr(references, func, None)
-        if not callable(obj):
-            raise EvolveError(f"task {task}: reference {ref!r} is not a built-in reference; name your "
-                              "own as module:function (module.py beside the task file)")
-        return obj
-    mod = _import(task, module, base)
-    obj = getattr(mod, func, None)
-    if not callable(obj):
-        raise EvolveError(f"task {task}: reference module {module} ({getattr(mod, '__file__', '?')}) "
-                          f"has no function {func!r}")
-    return obj
-
-
-def _import(task: str, module: str, base: Path | None) -> Any:
-    if base is not None:
-        _use_folder(base)
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and (module == exc.name or module.startswith(exc.name + ".")):
-            where = f"{base} and " if base else ""
-            raise EvolveError(f"task {task}: reference module {module!r} not found "
-                              f"(looked in {where}the Python path)") from None
-        raise EvolveError(f"task {task}: importing reference module {module!r} failed: "
-                          f"{describe(exc)}") from None
-    except Exception as exc:  # the user's module raised: show what, and where
-        raise EvolveError(f"task {task}: importing reference module {module!r} failed: "
-                          f"{describe(exc)}") from None
-
-
-_task_folders: list[str] = []  # put on the import path by _use_folder
-
-
-def _use_folder(base: Path) -> None:
-    """Put the task's folder first on the import path, instead of any other task's folder: a
-    module of the same name (``refs``) from another task is not this task's module."""
-    folder = str(base)
-    for other in [d for d in _task_folders if d != folder]:
-        _task_folders.remove(other)
-        while other in sys.path:
-            sys.path.remove(other)
-        for name, mod in list(sys.modules.items()):
-            if (getattr(mod, "__file__", None) or "").startswith(other + "/"):
-                del sys.modules[name]
-    if folder not in _task_folders:
-        _task_folders.append(folder)
-        sys.path.insert(0, folder)
 
 
 def builtin_task(name: str) -> Task:

@@ -13,7 +13,7 @@ would hold, so every process rebuilds the same task from it (the file is importe
   the file is evaluated at again; an extent that is no plain size, nor a product of two, nor a
   constant (a conv's output height) is a derived size of its own, known at every size; so are
   the FLOPs (``model_flops``, from ``torch.utils.flop_counter``) when there are any;
-- the reference is the Model itself, in float64, ``eval()``, ``no_grad()``
+- the reference is the Model itself, in float64, ``Model.eval()``, ``no_grad()``
   (:class:`evolve.task.torch_reference.TorchReference`);
   the tolerance is the output dtype's (``EVOLVE_TASK = {"tolerance": ...}`` overrides it; so does
   ``"init": {arg: {...}}`` an argument's distribution, ``"max_scratch_bytes"`` the scratch a

@@ -84,7 +84,7 @@ def check(name: str) -> dict[str, Any]:
             tensors["partial"] = torch.full((kernels.REDUCE_PROGRAMS,), float("nan"))
             kernels.launch(name, tensors, config)
             got = {a.name: storage(tensors[a.name], a.dtype) for a in t.outputs}
-            if reason := compare_all(np, t, got, refs, fills):
+            if reason := compare_all(np, t, got, refs, fills, s):
                 problems.append(f"{s} {config}: {reason}")
     return {"sizes": sizes, "configs": len(kernels.configs(name)), "problems": problems}
 

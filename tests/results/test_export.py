@@ -48,3 +48,57 @@ def test_a_compute_bound_result_leads_with_flops_against_the_fp32_peak(
     assert TFLOPS.search(summary) and summary.index("TFLOP/s") < summary.index("GB/s")
     report = (in_tmp / "runs/s/report.md").read_text()
     assert "| TFLOP/s | % of peak |" in report and "| GB/s |" not in report
+
+
+LINE_KERNEL = """// c = a + b + (__LINE__ % 3) - 1: right when judged, off if the exported file shifts lines.
+/*@evolve
+kernels:
+  - name: add_line
+    grid: ceil_div(n, BLOCK)
+    block: BLOCK
+    args: [a, b, c, n]
+tunables:
+  BLOCK: {values: [128, 256], default: 256}
+*/
+extern "C" __global__ void add_line(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i] + (float)(__LINE__ % 3) - (float)(13 % 3);
+}
+"""
+
+
+def test_best_cu_compiles_to_the_judged_code_even_where_it_uses_the_line_number() -> None:
+    """best.cu put its defines before the judged source, so __LINE__ (and the line info) differed
+    from what was measured: a kernel honest when judged was wrong as exported (issue 24.5)."""
+    from evolve.hardware import named
+    from evolve.kernel.compiler import compile_cuda
+    from evolve.kernel.cubin import inspect
+    from evolve.kernel.spec import Variant
+    from evolve.results.export import exported_source, same_code
+    from tests.helpers.tasks import hardware_config, task
+
+    t, hw, v = task("vector_add"), named(hardware_config("h200")), Variant.parse(LINE_KERNEL, name="line")
+    best_cu = "// a header of comments, as best.cu has\n// two\n" + exported_source(v, {"BLOCK": 128}, t)
+    assert '#line 1 "kernel.cu"' in best_cu
+    same_code(best_cu, v, {"BLOCK": 128}, t, hw)  # no error: byte for byte the judged cubin
+    judged = inspect(compile_cuda(LINE_KERNEL, {"BLOCK": 128}, "sm_90").cubin).code_digest
+    assert inspect(compile_cuda(best_cu, {}, "sm_90").cubin).code_digest == judged
+
+
+def test_the_export_refuses_a_best_cu_that_compiles_to_other_code() -> None:
+    from evolve.errors import EvolveError
+    from evolve.hardware import named
+    from evolve.kernel.spec import Variant
+    from evolve.results.export import same_code
+    from tests.helpers.tasks import hardware_config, task
+
+    t, hw, v = task("vector_add"), named(hardware_config("h200")), Variant.parse(LINE_KERNEL, name="line")
+    old_style = v.with_defines({"BLOCK": 128}, t.defines)  # what best.cu was: defines, then the source
+    with pytest.raises(EvolveError, match=r"not compile to the judged code of line \(the cubins differ"):
+        same_code(old_style, v, {"BLOCK": 128}, t, hw)
+
+
+def test_an_exported_best_cu_carries_the_line_directive(in_tmp: Path) -> None:
+    evolve("task=softmax", "run.name=ln", "search.n_trials=2")
+    text = (in_tmp / "runs/ln/best.cu").read_text()
+    assert '#define BLOCK' in text and '\n#line 1 "kernel.cu"\n' in text

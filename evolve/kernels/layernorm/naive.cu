@@ -1,5 +1,7 @@
 // One thread per row, three passes over the row (mean, variance around the mean, write):
-// simple, correct, and slow (uncoalesced).
+// simple, correct, and slow (uncoalesced). The mean is summed as x - x[row, 0]: a plain float32
+// sum of thousands of values whose mean is 32+ standard deviations from zero (the task's offset
+// stress round) loses ~1e-4 of a standard deviation, which the tolerance does not allow.
 /*@evolve
 kernels:
   - name: layernorm_naive
@@ -16,9 +18,10 @@ extern "C" __global__ void layernorm_naive(const float* __restrict__ x, const fl
     if (r >= rows) return;
     const float* xr = x + (size_t)r * cols;
     float* yr = y + (size_t)r * cols;
+    const float x0 = xr[0];
     float sum = 0.f;
-    for (int c = 0; c < cols; ++c) sum += xr[c];
-    float mean = sum / cols;
+    for (int c = 0; c < cols; ++c) sum += xr[c] - x0;
+    float mean = x0 + sum / cols;
     float sq = 0.f;
     for (int c = 0; c < cols; ++c) {
         float d = xr[c] - mean;

@@ -18,7 +18,7 @@ import numpy as np
 
 from evolve import dtypes
 from evolve.errors import EvolveError
-from evolve.task.stress import max_finite
+from evolve.task.stress import max_finite, min_normal
 from evolve.task.task import Task, Tolerance
 
 
@@ -84,9 +84,11 @@ def _compare_exact(xp: Any, name: str, o: Any, ref: Any, d: dtypes.DType, fill: 
 
 
 def unjudgeable(xp: Any, task: Task, refs: Mapping[str, Any]) -> str | None:
-    """Why a round's float64 reference cannot judge it (an output's value does not fit its dtype:
-    NaN, infinite or beyond its largest finite value), or None; a stress round may go past what a
-    task's outputs hold, and is then skipped instead of failing every kernel."""
+    """Why a round's float64 reference cannot judge it (an output's values do not fit its dtype:
+    NaN, infinite, beyond its largest finite value, or all below its smallest normal one, where
+    the tolerance, relative to max|ref|, asks for digits the dtype does not have), or None; a
+    stress round may go past what a task's outputs hold, and is then skipped instead of failing
+    every kernel."""
     for arg in task.outputs:
         d = dtypes.get(arg.dtype)
         r = refs[arg.name]
@@ -95,8 +97,11 @@ def unjudgeable(xp: Any, task: Task, refs: Mapping[str, Any]) -> str | None:
         top = max_finite(d.name) if d.name != "float64" else float(np.finfo(np.float64).max)
         if not bool(xp.isfinite(r).all()):
             return f"the reference of {arg.name} is not finite"
-        if float(xp.abs(r).max()) > top:
+        largest = float(xp.abs(r).max())
+        if largest > top:
             return f"the reference of {arg.name} exceeds {d.name}'s largest value {top:.4g}"
+        if 0 < largest < min_normal(d.name):
+            return f"the reference of {arg.name} is below {d.name}'s smallest normal value"
     return None
 
 

@@ -9,7 +9,8 @@ task's own (``stress.rounds`` in the task file):
 - ``exp``: the largest magnitudes a little beyond ``ln(max)`` of the argument's dtype (88.7 for
   float32), where exp overflows unless the kernel subtracts the maximum first;
 - ``offset``: a mean 32 to 64 standard deviations away from zero (the sign the task's own values
-  allow), where a one-pass variance or any difference of large sums cancels catastrophically;
+  allow; scaled down, if need be, to magnitudes up to ``ln(max) / 2`` so that exp still holds
+  them), where a one-pass variance or any difference of large sums cancels catastrophically;
 - ``huge`` and ``tiny``: the task's distribution scaled to about ``max**(1/4)`` and
   ``max**(-1/4)`` of the dtype, where hidden absolute epsilons and fixed scales break while
   products of up to three values and their sums still fit.
@@ -60,6 +61,13 @@ def max_finite(dtype: str) -> float:
     return min(float(np.finfo(d.storage).max), _F32_MAX)
 
 
+def min_normal(dtype: str) -> float:
+    """The smallest positive normal value of a float dtype."""
+    d = dtypes.get(dtype)
+    special = {"bfloat16": 2.0**-126, "float8_e4m3fn": 2.0**-6, "float8_e5m2": 2.0**-14}
+    return special.get(d.name) or float(np.finfo(d.storage).tiny)
+
+
 def _magnitude(d: Draw) -> float:
     """About the largest |value| of a draw (four standard deviations past the shift)."""
     if d.dist == "normal":
@@ -85,13 +93,17 @@ def stressed(init: Init, d: Draw, stress: str, dtype: str, u: tuple[float, float
     if d.dist not in ("normal", "ties", "uniform") or dtypes.get(dtype).kind != "float":
         return d
     top = max_finite(dtype)
-    if stress == "offset":
+    if stress == "offset":  # at magnitudes up to ln(max) / 2: the exp round is the one past it
         sign = _sign(init, d, u[1])
         if d.dist == "uniform":
             width = d.b - d.a
             center = sign * width * (9 + 9 * u[0])  # 32..64 standard deviations (width / sqrt 12)
-            return Draw("uniform", a=center - width / 2, b=center + width / 2)
-        return Draw(d.dist, a=d.a, b=sign * abs(d.a) * (32 + 32 * u[0]), hi=d.hi)
+            off = Draw("uniform", a=center - width / 2, b=center + width / 2)
+        else:
+            off = Draw(d.dist, a=d.a, b=sign * abs(d.a) * (32 + 32 * u[0]), hi=d.hi)
+        m, cap = _magnitude(off), math.log(top) / 2
+        f = cap / m if m > cap else 1.0
+        return Draw(off.dist, a=off.a * f, b=off.b * f, hi=off.hi)
     target = {"exp": math.log(top) * (1.1 + 0.4 * u[0]),
               "huge": top ** 0.25 * (0.5 + 0.5 * u[0]),
               "tiny": top ** -0.25 * (1 + u[0])}[stress]

@@ -54,7 +54,7 @@ def failures(name: str, kernel: k.Kernel) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(("task", "kernel", "caught_by"), [
-    ("softmax", k.softmax_no_max, {"exp", "offset", "spread"}),
+    ("softmax", k.softmax_no_max, {"exp", "spread"}),
     ("layernorm", k.layernorm_one_pass_block, {"offset", "offset_x"}),
     ("layernorm", k.layernorm_one_pass_seq, {"offset", "offset_x"}),
 ])

@@ -240,7 +240,7 @@ def _arg(name: str, a: Mapping[str, Any]) -> Arg:
     if role not in ROLES:
         raise ValueError(f"argument {name}: role must be one of {', '.join(ROLES)}")
     if dtype not in dtypes.DTYPES:
-        raise ValueError(f"argument {name}: dtype must be one of {', '.join(dtypes.DTYPES)}")
+        raise ValueError(f"argument {name}: dtype {dtype!r} is not one of {', '.join(dtypes.DTYPES)}")
     if extra := set(a) - {"role", "dtype", "shape", "init", "tolerance"}:
         raise ValueError(f"argument {name}: unknown key(s) {sorted(extra)}")
     if role == "output" and a.get("init"):

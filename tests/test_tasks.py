@@ -131,3 +131,11 @@ def test_plan_limits() -> None:
         make_plan(v.spec, t, sizes, cfg, tiny)
     with pytest.raises(SpecError, match="not one of"):
         make_plan(v.spec, t, sizes, {k: 3 for k in cfg}, H200)
+
+
+def test_a_dtype_error_names_the_value_given() -> None:
+    """Issue 28.12: 'bf16' is named, with the dtypes there are."""
+    cfg = task_config("vector_add")
+    cfg["args"]["a"]["dtype"] = "bf16"
+    with pytest.raises(EvolveError, match=r"argument a: dtype 'bf16' is not one of float64, float32"):
+        load_task(cfg)

@@ -192,6 +192,10 @@ def test_the_recording_replays_identically_without_a_network(in_tmp: Path, llm_e
                  t.value) for t in sorted(finished(name), key=lambda t: t.number)]
 
     assert history("again") == history("orig")
+    unusable = sum(1 for x in read(in_tmp / "runs/orig/llm.jsonl") if x["kind"] == "proposal"
+                   and x.get("reason") and not x.get("variant"))
+    assert unusable  # issue 28.12: the report counts them
+    assert f", {unusable} gave no child (by kind: " in (in_tmp / "runs/orig/report.md").read_text()
     orig = sorted((x for x in read(in_tmp / "runs/orig/llm.jsonl") if x["kind"] == "proposal"),
                   key=lambda p: p["index"])
     again = sorted((x for x in read(in_tmp / "runs/again/llm.jsonl") if x["kind"] == "proposal"),

@@ -39,7 +39,7 @@ from evolve.evaluate.recording import RecordingWriter, builtin_path
 from evolve.evolution.llm.budget import LLMBudget
 from evolve.evolution.llm.factory import create_llm
 from evolve.evolution.llm.log import ExchangeLog
-from evolve.evolution.llm.replay import ReplayLLM
+from evolve.evolution.llm.replay import ReplayLLM, run_seed
 from evolve.evolution.process import ProposerProcess
 from evolve.evolution.prompts import Prompts, record_includes, recorded_includes
 from evolve.evolution.proposer import Proposer
@@ -77,7 +77,9 @@ def run(cfg: DictConfig) -> float | None:
     task = validate(plain)  # before anything is created
     objective = Objective.from_config(plain["objective"])
     settings = c.search
-    if settings.seed is not None and c.worker:  # evaluators must not propose alike
+    if settings.seed is None:  # one of its own, recorded: a replay of this run proposes alike
+        settings = dataclasses.replace(settings, seed=run_seed(c.llm.name, c.llm.recording))
+    if c.worker:  # evaluators must not propose alike
         settings = dataclasses.replace(settings, seed=settings.seed + c.worker)
     target = None if c.hardware.name == "auto" else named(plain["hardware"])
     role = c.role
@@ -239,7 +241,7 @@ def _proposer(ledger: Ledger, c: EvolveConfig, task: Task, hw: Hardware, run_dir
         replay, caps = llm.proposals, llm.caps or caps
     budget = LLMBudget(ledger.study, caps["max_calls"], caps["max_tokens"], caps["max_cost_usd"])
     exchanges = ExchangeLog(run_dir / "llm.jsonl")
-    exchanges.write("run", model=llm.model, **caps)
+    exchanges.write("run", model=llm.model, seed=seed, **caps)
     evo = c.evolution
     proposer = Proposer(ledger, llm, budget, Prompts(task, hw, evo.prompts, includes), exchanges, evo,
                         seed=seed, threads=c.llm.concurrency or 1)

@@ -46,7 +46,7 @@ def test_no_import_cycles() -> None:
 # The packages in the order data flows: each imports only the leaves, itself and packages before it.
 LEAVES = {"evolve", "evolve.errors", "evolve.paths", "evolve.settings", "evolve.dtypes", "evolve.expr",
           "evolve.hardware", "evolve.writable", "evolve.markup"}
-LAYERS = ["kernel", "task", "evaluate", "record", "search", "results", "evolution", "app"]
+LAYERS = ["kernel", "task", "evaluate", "record", "search", "evolution", "results", "app"]
 TOP = {"evolve.cli", "evolve.__main__"}  # and evolve.bench, beside the app
 
 

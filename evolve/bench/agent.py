@@ -72,7 +72,7 @@ def summarize(run_dir: Path, storage: str, artifacts: str) -> AgentSummary:
         tokens_per_call=(sum(int(c["prompt_tokens"]) + int(c["completion_tokens"]) for c in calls)
                          / len(calls)) if calls else 0.0,
         children=len(children), no_kernel=sum(1 for p in proposals if not p.get("variant")),
-        compiled=sum(1 for r in children if r.status != "compile_error"),
+        compiled=sum(1 for r in children if r.status in COMPILED),
         passed=sum(1 for r in children if first.get(r.id) == "ok"),
         passed_after_repair=sum(1 for r in children if r.status == "ok" or r.id in repaired_ok),
         beat_parent=sum(1 for r in children if r.improvement),
@@ -80,6 +80,10 @@ def summarize(run_dir: Path, storage: str, artifacts: str) -> AgentSummary:
         seed_ms=min(seeds) if seeds else None,
         best_ms=min((r.best_ms for r in rows if r.best_ms is not None), default=None),
         curve=_curve(study, proposals))
+
+
+# statuses only a compiled candidate gets (a not_recorded or rejected child was never compiled)
+COMPILED = frozenset({"ok", "launch_error", "wrong", "timeout", "crashed"})
 
 
 def _first_status(study: optuna.Study) -> dict[str, str]:

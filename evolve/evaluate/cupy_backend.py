@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import time
@@ -16,6 +17,8 @@ from evolve.hardware import Hardware, check_device, from_device
 from evolve.kernel.compiler import CompileError, target_arch
 from evolve.kernel.spec import Variant
 from evolve.task.task import Task
+
+log = logging.getLogger("evolve")
 
 
 class CupyBackend:
@@ -39,6 +42,8 @@ class CupyBackend:
             "task": dict(task.config), "correctness_sizes": list(task.correctness_sizes),
             "hardware": hw.to_dict(), "settings": self.settings, "secret": secrets.randbits(62),
         }
+        log.info("warming up the GPU worker: the harness's own kernels for %s's dtypes (compiled once per "
+                 "machine, then cached), before the search's clock starts", task.name)
         self.worker.call("init", self.worker.init, STARTUP_TIMEOUT_S)
         self._defines, self._arch = dict(task.defines), hw.arch
         return hw

@@ -331,7 +331,7 @@ def _scratch(name: Any, s: Any) -> Scratch:
     _only_keys(s, {"dtype", "size", "zero"}, f"scratch {name}")
     dtype = s.get("dtype", "float32")
     if dtype not in DTYPES:
-        raise SpecError(f"scratch {name}: dtype must be one of {', '.join(DTYPES)}")
+        raise SpecError(f"scratch {name}: dtype {dtype!r} is not one of {', '.join(DTYPES)}")
     if "size" not in s:
         raise SpecError(f"scratch {name}: 'size' (elements) is required")
     zero = s.get("zero", False)

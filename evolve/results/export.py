@@ -21,6 +21,7 @@ from evolve.errors import EvolveError
 from evolve.evaluate.metrics import bound, headline, peak_text
 from evolve.evaluate.objective import Objective
 from evolve.evaluate.plan import make_plan
+from evolve.evolution.llm.log import read
 from evolve.hardware import Hardware
 from evolve.kernel.compiler import PROGRAM_NAME, CompileError, compile_cuda, first_error, target_arch
 from evolve.kernel.cubin import CubinError, inspect
@@ -78,6 +79,7 @@ def export(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         report = _report(study, variants, task, hw, done, ok, failures, stop_reason)
+        report += _unusable_proposals(run_dir / "llm.jsonl")
         files = write_lineage(study, variants, run_dir)
         report += (f"\nLineage: [{files['table'].name}]({files['table'].name}) (table), "
                    f"[{files['svg'].name}]({files['svg'].name}) (graph); "
@@ -256,6 +258,20 @@ def _best_cu(study: optuna.Study, task: Task, hw: Hardware, s: Summary,
                 + (f" in clusters of {tuple(c['cluster'])}" if c.get("cluster") else "")
             )
     return "\n".join([*lines, source]) + ("\n" if not source.endswith("\n") else "")
+
+
+def _unusable_proposals(path: Path) -> str:
+    """The LLM proposals that gave no child to measure (a failed call, an answer that could not be
+    used): failures too, though no trial records them."""
+    if not path.is_file():
+        return ""
+    proposals = [x for x in read(path) if x.get("kind") == "proposal"]
+    kinds = Counter(str(p["reason"]).split(":", 1)[0] for p in proposals
+                    if p.get("reason") and not p.get("variant"))
+    if not kinds:
+        return ""
+    return (f"\nLLM proposals: {len(proposals)}, {sum(kinds.values())} gave no child (by kind: "
+            + ", ".join(f"{k} {n}" for k, n in kinds.most_common()) + "); see llm.jsonl.\n")
 
 
 def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardware,

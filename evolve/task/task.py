@@ -24,9 +24,9 @@ from evolve.expr import Expr
 from evolve.hardware import PEAKS
 from evolve.kernel.spec import Variant
 from evolve.task.inputs import Draw, Init, check_draw, draw, fill, parse_init
-from evolve.task.resolve import resolve_reference, resolve_seed
 from evolve.task.stress import Stress, stressed
 from evolve.task.stress import parse as parse_stress
+from evolve.task.resolve import resolve_reference, resolve_seed
 
 ROLES = ("input", "output", "inout")
 MAX_SCRATCH_BYTES = 1 << 34  # a task's default max_scratch_bytes (16 GiB; the GPU's memory bounds it too)
@@ -277,7 +277,7 @@ def _arg(name: str, a: Mapping[str, Any]) -> Arg:
     if role not in ROLES:
         raise ValueError(f"argument {name}: role must be one of {', '.join(ROLES)}")
     if dtype not in dtypes.DTYPES:
-        raise ValueError(f"argument {name}: dtype must be one of {', '.join(dtypes.DTYPES)}")
+        raise ValueError(f"argument {name}: dtype {dtype!r} is not one of {', '.join(dtypes.DTYPES)}")
     if extra := set(a) - {"role", "dtype", "shape", "init", "tolerance"}:
         raise ValueError(f"argument {name}: unknown key(s) {sorted(extra)}")
     if role == "output" and a.get("init"):

@@ -38,6 +38,7 @@ def test_help_lists_the_groups_and_examples() -> None:
     for group in GROUPS:
         assert f"{group}:" in out.stdout
     assert "optuna-dashboard sqlite:///runs/evolve.db --artifact-dir runs/artifacts" in out.stdout
+    assert "backend=check" in out.stdout and "evolve/settings.py" in out.stdout  # issue 28.12
 
 
 def test_cfg_job_prints_the_composed_config() -> None:

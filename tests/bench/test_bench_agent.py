@@ -34,7 +34,7 @@ def test_a_runs_children_repairs_and_curve_are_counted(in_tmp: Path, llm_env: No
     kids = [a for a in first.values() if a["operator"] in ("mutate", "mutate_diff", "crossover", "write")]
     repairs = [a for a in first.values() if a["operator"] == "repair"]
     assert s.calls == calls == 6 and s.children == len(kids) and s.repairs == len(repairs) >= 1
-    assert s.compiled == sum(a["status"] != "compile_error" for a in kids) < s.children
+    assert s.compiled == sum(a["status"] not in ("compile_error", "not_recorded") for a in kids) < s.children
     assert s.passed == sum(a["status"] == "ok" for a in kids)
     assert s.passed < s.passed_after_repair <= s.children  # the broken child's repair passed
     assert s.repairs_ok >= 1 and s.tokens_per_call > 0 and s.no_kernel == 6 - s.children - s.repairs
@@ -48,3 +48,14 @@ def test_the_agent_section_writes_its_table_and_plot_and_needs_runs(tmp_path: Pa
     out = subprocess.run([sys.executable, "-m", "evolve.bench", "sections=[agent]", f"out={tmp_path}"],
                          capture_output=True, text=True)
     assert out.returncode != 0 and "needs agent.runs" in out.stderr.strip().splitlines()[-1]
+
+
+def test_a_child_the_replay_never_compiled_is_not_counted_compiled(in_tmp: Path, llm_env: None) -> None:
+    """Issue 28.12: 'compiled 1 (100%)' was said of a replayed child with no recorded measurement."""
+    with OpenAIServer(lambda r: Reply(kernel_answer(ANSWERS["warp_rows"]))) as server:
+        evolve(*softmax_naive_only("nr", 4), *llm_args(server, "llm.max_calls=1", "evolution.repair=false"))
+    s = summarize(Path("runs/nr"), "sqlite:///runs/evolve.db", "runs/artifacts")
+    study = optuna.load_study(study_name="nr", storage="sqlite:///runs/evolve.db")
+    kids = [t for t in study.trials if t.user_attrs.get("operator") in ("mutate", "mutate_diff", "crossover")]
+    assert kids and {t.user_attrs["status"] for t in kids} == {"not_recorded"}
+    assert s.children == 1 and s.compiled == 0

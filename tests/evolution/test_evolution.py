@@ -134,6 +134,27 @@ def test_cost_cap(in_tmp: Path, llm_env: None) -> None:
     assert study("e6").user_attrs["llm_cost_usd"] == pytest.approx(0.2)
 
 
+def test_a_run_given_no_seed_replays_identically(in_tmp: Path, llm_env: None) -> None:
+    """Issue 28.4: the operator and parents are drawn at random; the seed the run drew is recorded
+    in its llm.jsonl and taken up by llm=replay (before, the replay diverged at its first proposal)."""
+    args = ["task=transpose", "search.n_trials=12", f"task.seeds=[{ROOT / 'kernels/transpose/naive.cu'}]",
+            "evolution.tune_per_child=2", "evolution.operators={mutate: 0.5, mutate_diff: 0.5}"]
+    with OpenAIServer(lambda r: Reply(kernel_answer(TRANSPOSE_TILED))) as server:
+        evolve(*args, "run.name=orig", *llm_args(server, "llm.max_calls=3"))
+    os.environ.pop("OPENAI_API_KEY")
+    evolve(*args, "run.name=again", "llm=replay", "llm.recording=runs/orig/llm.jsonl")
+    seeds = [x["seed"] for name in ("orig", "again") for x in read(in_tmp / f"runs/{name}/llm.jsonl")
+             if x["kind"] == "run"]
+    assert len(seeds) == 2 and seeds[0] == seeds[1] and isinstance(seeds[0], int)
+
+    def proposals(name: str) -> list[tuple]:
+        return [(p["operator"], p["variant"], p["reason"]) for p in sorted(
+            (x for x in read(in_tmp / f"runs/{name}/llm.jsonl") if x["kind"] == "proposal"),
+            key=lambda p: p["index"])]
+
+    assert proposals("again") == proposals("orig") and len(proposals("orig")) == 3
+
+
 def test_the_recording_replays_identically_without_a_network(in_tmp: Path, llm_env: None) -> None:
     counter = {"n": 0}
 
@@ -155,6 +176,10 @@ def test_the_recording_replays_identically_without_a_network(in_tmp: Path, llm_e
                  t.value) for t in sorted(finished(name), key=lambda t: t.number)]
 
     assert history("again") == history("orig")
+    unusable = sum(1 for x in read(in_tmp / "runs/orig/llm.jsonl") if x["kind"] == "proposal"
+                   and x.get("reason") and not x.get("variant"))
+    assert unusable  # issue 28.12: the report counts them
+    assert f", {unusable} gave no child (by kind: " in (in_tmp / "runs/orig/report.md").read_text()
     orig = sorted((x for x in read(in_tmp / "runs/orig/llm.jsonl") if x["kind"] == "proposal"),
                   key=lambda p: p["index"])
     again = sorted((x for x in read(in_tmp / "runs/again/llm.jsonl") if x["kind"] == "proposal"),

@@ -217,3 +217,20 @@ def test_llm_evolution_finds_keeps_and_tunes_the_faster_variant(
     if repair:
         fixed = [t for t in done if t.user_attrs["operator"] == "repair"]
         assert fixed and fixed[0].user_attrs["status"] == "ok", "the broken child was repaired"
+
+
+def test_the_worker_compiles_the_harness_kernels_before_the_first_trial(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28.14: with an empty CuPy kernel cache, the worker's start compiles the helper kernels
+    for the task's dtypes (the search's clock has not started); the first trial finds them cached."""
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path / "cupy"))
+    from evolve.task.files import read_task_file
+    from evolve.task.task import load_task
+
+    t = load_task(read_task_file(Path(__file__).parents[1] / "own_tasks/histogram/histogram.yaml"))
+    b = CupyBackend({"timeout_s": 120, "timing": {}})
+    try:
+        b.start(t, None)
+        assert any((tmp_path / "cupy").rglob("*")), "nothing compiled while the worker started"
+    finally:
+        b.close()

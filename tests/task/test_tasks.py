@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -131,3 +133,26 @@ def test_plan_limits() -> None:
         make_plan(v.spec, t, sizes, cfg, tiny)
     with pytest.raises(SpecError, match="not one of"):
         make_plan(v.spec, t, sizes, {k: 3 for k in cfg}, H200)
+
+
+def test_a_dtype_error_names_the_value_given() -> None:
+    """Issue 28.12: 'bf16' is named, with the dtypes there are."""
+    cfg = task_config("vector_add")
+    cfg["args"]["a"]["dtype"] = "bf16"
+    with pytest.raises(EvolveError, match=r"argument a: dtype 'bf16' is not one of float64, float32"):
+        load_task(cfg)
+
+
+@pytest.mark.parametrize("name", [*TASKS, "own:histogram", "own:bf16_rmsnorm", "own:row_argmax"])
+def test_the_harness_warm_up_runs_for_every_task(name: str) -> None:
+    """Issue 28.14: what the GPU worker runs on CuPy as it starts, run here on NumPy (the same calls)."""
+    from pathlib import Path
+
+    from evolve.task.correctness import warm_up
+    from evolve.task.files import read_task_file
+
+    own = Path(__file__).parents[1] / "own_tasks" / name.removeprefix("own:")
+    t = load_task(read_task_file(own / f"{own.name}.yaml")) if name.startswith("own:") else task(name)
+    smallest = min(t.correctness_sizes, key=lambda s: sum(s.values()))
+    small = dataclasses.replace(t, correctness_sizes=(smallest,))
+    warm_up(np, small)

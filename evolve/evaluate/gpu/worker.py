@@ -83,6 +83,9 @@ def serve(conn: Connection, device: int) -> None:
                     timing.TimingSettings.from_config(payload["settings"]),
                     payload["secret"],
                 )
+                from evolve.task.correctness import warm_up
+
+                warm_up(cp, task)  # the harness's kernels compiled now, not in the first trial
                 conn.send(("ok", None))
             elif op == "evaluate":
                 try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,17 @@ from typing import Any
 from evolve.errors import EvolveError
 from evolve.evolution.llm import Completion, LLMError, Messages, Purpose
 from evolve.evolution.llm.log import prompt_hash, read
+
+
+def run_seed(name: str, recording: str | None) -> int:
+    """The seed of a run given none (``search.seed=null``): the recorded run's for ``llm=replay``
+    (which operator, which parents: drawn with it, so the replay asks the recorded prompts), else a
+    fresh one, written to the run's llm.jsonl for a later replay."""
+    if name == "replay" and recording and Path(recording).is_file():
+        run = next((x for x in read(Path(recording)) if x["kind"] == "run"), {})
+        if isinstance(run.get("seed"), int):
+            return int(run["seed"])
+    return random.SystemRandom().randrange(2**31)
 
 
 class ReplayLLM:

@@ -24,9 +24,9 @@ from evolve.expr import Expr
 from evolve.hardware import PEAKS
 from evolve.kernel.spec import Variant
 from evolve.task.inputs import Draw, Init, check_draw, draw, fill, parse_init
+from evolve.task.resolve import resolve_reference, resolve_seed
 from evolve.task.stress import Stress, stressed
 from evolve.task.stress import parse as parse_stress
-from evolve.task.resolve import resolve_reference, resolve_seed
 
 ROLES = ("input", "output", "inout")
 MAX_SCRATCH_BYTES = 1 << 34  # a task's default max_scratch_bytes (16 GiB; the GPU's memory bounds it too)

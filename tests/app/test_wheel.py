@@ -35,7 +35,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     deps = [p for p in {*site.getsitepackages(), sysconfig.get_paths()["purelib"]} if Path(p).is_dir()]
     (target / "deps.pth").write_text("\n".join(deps) + "\n")
     inst = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
-                           "-q", "--no-deps", "--no-index", str(wheel)], capture_output=True, text=True)
+                           "-q", "--no-deps", "--no-index", "--ignore-installed", str(wheel)],
+                          capture_output=True, text=True)
     assert inst.returncode == 0, inst.stderr[-3000:]
     return venv
 

@@ -137,7 +137,7 @@ def test_cost_cap(in_tmp: Path, llm_env: None) -> None:
 def test_a_run_given_no_seed_replays_identically(in_tmp: Path, llm_env: None) -> None:
     """Issue 28.4: the operator and parents are drawn at random; the seed the run drew is recorded
     in its llm.jsonl and taken up by llm=replay (before, the replay diverged at its first proposal)."""
-    args = ["task=transpose", "search.n_trials=12", f"task.seeds=[{ROOT / 'kernels/transpose/naive.cu'}]",
+    args = ["task=transpose", "search.n_trials=12", f"task.seeds=[{KERNELS_DIR / 'transpose/naive.cu'}]",
             "evolution.tune_per_child=2", "evolution.operators={mutate: 0.5, mutate_diff: 0.5}"]
     with OpenAIServer(lambda r: Reply(kernel_answer(TRANSPOSE_TILED))) as server:
         evolve(*args, "run.name=orig", *llm_args(server, "llm.max_calls=3"))

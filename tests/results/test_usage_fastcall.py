@@ -96,7 +96,7 @@ def test_the_op_schema_holds_no_text_of_the_task() -> None:
     base = dict(task("layernorm").config)
     args = {"x) -> Tensor; evil(Tensor": base["args"]["x"], **{k: v for k, v in base["args"].items()
                                                                 if k != "x"}}
-    schema, mutated = op_schema(load_task({**base, "args": args}, resolve=False), [])
+    schema, mutated = op_schema(load_task({**base, "stress": None, "args": args}, resolve=False), [])
     assert schema == "(Tensor arg0, Tensor gamma, Tensor beta) -> Tensor" and mutated == ()
 
 

@@ -158,10 +158,12 @@ def test_three_rounds_through_copied_files_carry_everything_over(
 
 def test_an_evaluator_with_nothing_new_leaves_and_its_wait_is_not_search_time(in_tmp: Path) -> None:
     evolve(*softmax_naive_only("rr", N_TRIALS), "role=evaluate", "evolution.children_per_round=2",
-           "evolution.idle_wait_s=1.5")
+           "evolution.idle_wait_s=5")
     s = load(in_tmp, "runs/evolve.db")
     assert len(s.trials) == 6, "the seed and the tuning it earned (its whole space), not the budget"
-    assert _stop(in_tmp) == "idle" and s.user_attrs["elapsed_s"] < 1.5
+    # the 5 s it waited for anything new are not search time (its work takes about a second, more
+    # on a loaded machine: the bound leaves room for that, not for the wait)
+    assert _stop(in_tmp) == "idle" and s.user_attrs["elapsed_s"] < 4
 
 
 def _best_json(side: Path) -> dict:

@@ -34,11 +34,13 @@ extern "C" __global__ void k(float* c) {}
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_the_profiler_dies_with_the_worker_that_started_it(tmp_path: Path) -> None:
-    """A stand-in for ncu that never returns (as ncu replaying a kernel that never ends): when the
-    worker is killed, it goes too. Started in a session of its own, it outlived its parent."""
+    """A stand-in for ncu that never returns (as ncu replaying a kernel that never ends) and, as
+    ncu's launcher does, forks the process that runs: when the worker is killed, that goes too.
+    Started in a session of its own, it outlived its parent; under PR_SET_PDEATHSIG alone, the
+    forked one did (seen on the H200 with ncu 2025.3)."""
     pidfile = tmp_path / "ncu.pid"
     ncu = tmp_path / "ncu"
-    ncu.write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 600\n")
+    ncu.write_text(f"#!/bin/sh\nsleep 600 &\necho $! > {pidfile}\nwait\n")
     ncu.chmod(0o755)
     parent = subprocess.Popen([sys.executable, "-c", PARENT, str(ncu), SPEC], cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

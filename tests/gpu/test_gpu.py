@@ -19,7 +19,7 @@ from evolve.evaluate.measurement import Status
 from evolve.evaluate.objective import Objective
 from evolve.hardware import Hardware
 from evolve.kernel.spec import Variant
-from evolve.paths import ROOT
+from evolve.paths import KERNELS_DIR, ROOT
 from evolve.record.variants import VariantStore
 from evolve.search.loop import Search, SearchSettings
 from evolve.task.task import Task
@@ -199,7 +199,7 @@ def test_llm_evolution_finds_keeps_and_tunes_the_faster_variant(
     with OpenAIServer(script) as server, initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=[
             f"task={name}", "run.name=llm", "search.n_trials=30", "search.seed=0", "search.progress=false",
-            f"task.seeds=[{ROOT / 'kernels' / name / 'naive.cu'}]", "llm=openai",
+            f"task.seeds=[{KERNELS_DIR / name / 'naive.cu'}]", "llm=openai",
             f"llm.base_url={server.base_url}",
             "llm.model=scripted", f"llm.max_calls={len(answers) + 2}", "evolution.tune_per_child=4",
         ])

@@ -79,7 +79,7 @@ def test_no_line_a_candidate_pinned_survives_the_preparation_of_a_timed_call() -
 
 PINNED_COPY = """/*@evolve
 kernels:
-  - {name: add, grid: ceil_div(n, 256), block: 256, args: [a, b, c, n]}
+  - {name: add, grid: "ceil_div(n, 256)", block: 256, args: [a, b, c, n]}
 */
 extern "C" __global__ void add(const float* a, const float* b, float* c, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -113,3 +113,17 @@ def test_an_evict_last_kernel_is_no_faster_than_its_plain_twin() -> None:
         assert times[1] >= 0.95 * times[0], times
     finally:
         b.close()
+
+
+def test_forgetting_a_buffer_keeps_its_bytes() -> None:
+    """The harness demotes the lines of guarded buffers whose guards it does not rewrite: their
+    bytes must stay (a discard would leave them undefined and every seed "out of bounds")."""
+    import cupy as cp
+
+    from evolve.evaluate.gpu.timing import forget
+
+    a = cp.arange(1 << 22, dtype=cp.uint32) * 2654435761
+    want = a.copy()
+    forget(a, pin=True)
+    forget(a)
+    assert bool(cp.array_equal(a, want))

@@ -43,9 +43,10 @@ else:
 """
 
 
-def _children(pid: int) -> list[int]:
+def _below(pid: int) -> list[int]:
+    """The process and all its descendants."""
     out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
+    return [pid, *(d for c in out.split() for d in _below(int(c)))]
 
 
 @pytest.mark.parametrize("how", ["evaluate", "profile"])
@@ -55,14 +56,15 @@ def test_a_killed_search_leaves_nothing_on_the_gpu(how: str) -> None:
     try:
         worker = int(parent.stdout.readline())
         time.sleep(8)  # the kernel is running (under ncu: ncu and its child started)
-        below = [worker, *_children(worker)]
-        below += [c for p in below[1:] for c in _children(p)]
+        below = _below(worker)
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         left = [p for p in below if not gone(p, 15)]
+        said = subprocess.run(["ps", "-o", "pid,ppid,stat,wchan:20,args", "-p", ",".join(map(str, left))],
+                              capture_output=True, text=True).stdout if left else ""
         for p in left:
             os.kill(p, signal.SIGKILL)
-        assert not left, f"processes outlived the killed search: {left}"
+        assert not left, f"processes outlived the killed search (of {below}):\n{said}"
     finally:
         parent.kill()
     t = task("vector_add")

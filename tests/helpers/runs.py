@@ -27,11 +27,16 @@ from evolve.task.task import Task
 
 
 def gone(pid: int, within_s: float) -> bool:
+    """The process ended within ``within_s``: no longer there, or a zombie (dead, waiting to be
+    reaped by a parent that may be a container's init which never reaps)."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
-        except ProcessLookupError:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except (ProcessLookupError, FileNotFoundError):
+            return True
+        if stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
             return True
         time.sleep(0.05)
     return False

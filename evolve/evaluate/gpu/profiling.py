@@ -24,7 +24,7 @@ from typing import Any
 
 from evolve.errors import EvolveError
 from evolve.evaluate import profile
-from evolve.evaluate.gpu.lifetime import die_with_parent
+from evolve.evaluate.gpu.lifetime import die_with_parent, group_command
 from evolve.kernel.spec import Variant
 
 
@@ -55,9 +55,9 @@ def run(task_config: Mapping[str, Any], hardware: Mapping[str, Any], device: int
                ",".join(profile.metrics()), "--kernel-name", f"regex:^({'|'.join(kernels)})$",
                "--launch-count", "64", sys.executable, "-m", "evolve.evaluate.gpu.profiling", str(request)]
         # a process group of its own (on the time limit, ncu and the process it profiles die
-        # together) in the worker's session, and ncu dies with the worker (lifetime.py says why)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp,
-                                process_group=0, preexec_fn=die_with_parent)
+        # together) in the worker's session, which dies with the worker (lifetime.py says why)
+        proc = subprocess.Popen(group_command(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=tmp, process_group=0)
         try:
             stdout, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:

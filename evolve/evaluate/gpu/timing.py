@@ -49,23 +49,25 @@ class TimingSettings:
 
 # Lines a candidate loaded under an evict_last policy (createpolicy + ld.L2::cache_hint,
 # prefetch.L2::evict_last) outlive a plain memset of twice the L2: a kernel could find its inputs
-# L2-resident in the next timed call. The harness drops every line of the candidate's buffers before
-# writing them anew (discard: no write-back, since they are rewritten), and its flush first touches
-# its own buffer under the same policy, so that pinned lines anywhere compete with it and go, then
-# drops that buffer's lines and memsets it: no eviction priority survives into the timed window.
+# L2-resident in the next timed call. Before its inputs are written anew, every line of the
+# candidate's buffers is demoted to evict_normal (applypriority keeps the data: the guards around
+# each buffer are not rewritten, and discard would leave them undefined), and the flush first
+# touches its own buffer under evict_last, so that pinned lines anywhere compete with it, demotes
+# and drops its lines, then memsets it: no eviction priority survives into the timed window.
 _FORGET = cp.RawKernel(r"""
-extern "C" __global__ void l2_forget(char* p, unsigned long long lines, int pin) {
+extern "C" __global__ void l2_forget(char* p, unsigned long long lines, int how) {
     unsigned long long policy;
     asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
     for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < lines;
          i += (unsigned long long)gridDim.x * blockDim.x) {
         char* a = p + i * 128;
-        if (pin) {
+        if (how == 1) {
             unsigned v;  // asm volatile: the load stays though its value is unused
             asm volatile("ld.global.L2::cache_hint.u32 %0, [%1], %2;"
                          : "=r"(v) : "l"(a), "l"(policy) : "memory");
         } else {
-            asm volatile("discard.global.L2 [%0], 128;" :: "l"(a) : "memory");
+            asm volatile("applypriority.global.L2::evict_normal [%0], 128;" :: "l"(a) : "memory");
+            if (how == 2) asm volatile("discard.global.L2 [%0], 128;" :: "l"(a) : "memory");
         }
     }
 }
@@ -73,13 +75,15 @@ extern "C" __global__ void l2_forget(char* p, unsigned long long lines, int pin)
 _FORGET_GRID, _FORGET_BLOCK = 1024, 256
 
 
-def forget(array: Any, pin: bool = False) -> None:
-    """Drop the L2 lines of a device array's whole allocation (``pin``: touch them under evict_last
-    instead). CuPy's pool hands out blocks in multiples of 512 bytes, so a 128-byte line past the
-    array's end is the array's own padding."""
+def forget(array: Any, pin: bool = False, drop: bool = False) -> None:
+    """Demote the L2 lines of a device array's whole allocation to evict_normal (``pin``: touch
+    them under evict_last instead; ``drop``: also discard them, leaving their bytes undefined).
+    CuPy's pool hands out blocks in multiples of 512 bytes, so a 128-byte line past the array's end
+    is the array's own padding."""
     lines = (array.nbytes + 127) // 128
     if lines:
-        _FORGET((_FORGET_GRID,), (_FORGET_BLOCK,), (array, np.uint64(lines), np.int32(int(pin))))
+        how = 1 if pin else 2 if drop else 0
+        _FORGET((_FORGET_GRID,), (_FORGET_BLOCK,), (array, np.uint64(lines), np.int32(how)))
 
 
 class L2Flush:
@@ -91,7 +95,7 @@ class L2Flush:
 
     def __call__(self) -> None:
         forget(self.buffer, pin=True)
-        forget(self.buffer)
+        forget(self.buffer, drop=True)  # its bytes are memset next
         self.buffer.data.memset_async(0xA5, self.buffer.nbytes)
 
 

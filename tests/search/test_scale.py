@@ -32,10 +32,10 @@ def common(url: str, n: int) -> list[str]:
             "search.progress=false", "search.heartbeat_s=0.5", "search.stale_after_s=3"]
 
 
-def evaluator(url: str, n: int) -> subprocess.Popen[str]:
+def evaluator(url: str, n: int, delay_s: float = 0.5) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "evolve", *common(url, n), "role=evaluate", "backend=replay", "llm=none",
-         "backend.delay_s=0.25", "evolution.idle_wait_s=8"],
+         f"backend.delay_s={delay_s}", "evolution.idle_wait_s=8"],
         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
@@ -47,16 +47,18 @@ def counted(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 def test_evaluators_and_a_proposer_share_one_study_and_one_budget(in_tmp: Path, postgres_url: str) -> None:
     storage = optuna.storages.RDBStorage(postgres_url)
     with OpenAIServer(lambda r: Reply(kernel_answer(TILED))) as server:
-        workers = [evaluator(postgres_url, 18)]
+        # the first evaluator creates the run; its pace leaves the others time to start on a loaded
+        # machine, and the second never finishes a measurement: it is killed while measuring
+        workers = [evaluator(postgres_url, 18, delay_s=1.0)]
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # the first evaluator creates the run
+        while time.monotonic() < deadline:
             try:
                 if optuna.load_study(study_name="multi", storage=storage).user_attrs.get("hardware_spec"):
                     break
             except KeyError:
                 pass
             time.sleep(0.2)
-        workers += [evaluator(postgres_url, 18) for _ in range(2)]
+        workers += [evaluator(postgres_url, 18, delay_s=600), evaluator(postgres_url, 18)]
         proposer = subprocess.Popen(
             [sys.executable, "-m", "evolve", *common(postgres_url, 18), "role=propose", "llm=openai",
              f"llm.base_url={server.base_url}", "llm.max_calls=2"],
@@ -66,16 +68,10 @@ def test_evaluators_and_a_proposer_share_one_study_and_one_budget(in_tmp: Path, 
         killed = f":{workers[1].pid}"
         held: list[int] = []
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not held:
-            time.sleep(0.05)
-            if len(counted(study)) < 5:
-                continue
-            workers[1].send_signal(signal.SIGSTOP)  # frozen: what it holds cannot change now
-            time.sleep(0.05)
+        while time.monotonic() < deadline and not held and workers[1].poll() is None:
+            time.sleep(0.1)
             held = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
                     if t.user_attrs.get("worker", "").endswith(killed)]
-            if not held:
-                workers[1].send_signal(signal.SIGCONT)
         workers[1].send_signal(signal.SIGKILL)  # while it is measuring trial `held`
         outs = [w.communicate(timeout=180) for w in workers]
         proposer.communicate(timeout=180)

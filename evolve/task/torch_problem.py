@@ -114,6 +114,21 @@ class Problem:
             else [p.name for p in params]
         return [names[i] if i < len(names) else f"x{i}" for i in range(count)]
 
+    def init_names(self, count: int) -> list[str]:
+        """Model.__init__'s parameter names (``a0``, ``a1``... past them, for ``*args``)."""
+        if self.function is not None:
+            return []
+        params = [p.name for p in inspect.signature(self.module.Model.__init__).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"]
+        return [params[i] if i < len(params) else f"a{i}" for i in range(count)]
+
+    def init_inputs(self, sizes: Mapping[str, int]) -> list[Any]:
+        """The constructor's arguments at these sizes (none for a function)."""
+        if self.function is not None:
+            return []
+        with self.at(sizes):
+            return list(self.module.get_init_inputs())
+
     @contextlib.contextmanager
     def at(self, sizes: Mapping[str, int]) -> Iterator[None]:
         """The module's size globals set to ``sizes`` (the others as the file has them), restored after."""

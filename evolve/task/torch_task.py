@@ -118,12 +118,40 @@ def _config(p: Problem) -> dict[str, Any]:
                     "peak": PEAK.get(out_dtype, "fp32") if any(flops.values()) else "memory"},
         "dir": str(p.path.parent),
     }
+    cfg["module"] = _module(p, timing, points, names)
     if "tolerance" in p.overrides:
         cfg["tolerance"] = dict(p.overrides["tolerance"])
     if "max_scratch_bytes" in p.overrides:
         cfg["max_scratch_bytes"] = int(p.overrides["max_scratch_bytes"])
     _positive_where_needed(cfg, {a: real.inputs[k] for a, k in names.inputs.items()})
     return cfg
+
+
+def _module(p: Problem, timing: dict[str, int], points: list[tuple[dict[str, int], Shapes]],
+            names: _Names) -> dict[str, Any]:
+    """How the task's arguments stand to the Model (``evolve.results.modelnew``): forward's inputs,
+    the state_dict's parameters, and each constructor argument as the size it gives (it follows
+    that size wherever the file is evaluated) or a value frozen into the kernel."""
+    given = p.init_inputs(timing)
+    elsewhere = [(s, p.init_inputs(s)) for s, _ in points[1:]]
+    init: list[dict[str, Any]] = []
+    for i, (name, v) in enumerate(zip(p.init_names(len(given)), given, strict=True)):
+        size = next((k for k, tv in timing.items() if type(v) is int and v == tv and elsewhere
+                     and all(len(vs) == len(given) and vs[i] == s[k] for s, vs in elsewhere)), None)
+        if size is not None:
+            init.append({"name": name, "size": size})
+        elif _plain(v):
+            init.append({"name": name, "value": list(v) if isinstance(v, tuple) else v})
+        else:  # a ModelNew cannot be made with it: it takes no constructor arguments then
+            return {"forward": list(names.inputs), "parameters": dict(names.state)}
+    return {"init": init, "forward": list(names.inputs), "parameters": dict(names.state)}
+
+
+def _plain(v: Any) -> bool:
+    """A value the task file can hold and a constructor call can be compared with."""
+    if isinstance(v, list | tuple):
+        return all(_plain(x) for x in v)
+    return v is None or type(v) in (bool, int, float, str)
 
 
 def _positive_where_needed(cfg: dict[str, Any], examples: Mapping[str, torch.Tensor]) -> None:

@@ -5,6 +5,7 @@ that must be refused with one line."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from pathlib import Path
@@ -197,3 +198,38 @@ def test_the_readme_section_runs_as_written(tmp_path: Path) -> None:
     out = bash(block, tmp_path, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert shown and shown[0] in out.stdout.splitlines()
+
+
+def _stand_in(t) -> str:
+    """A kernel of the task's arguments that this test builds a ModelNew around, never launches."""
+    params = ", ".join(f"{'const ' if a.role == 'input' else ''}float* {a.name}" for a in t.args)
+    names = ", ".join(a.name for a in t.args)
+    return (f"/*@evolve\nkernels:\n  - {{name: k, grid: 1, block: 1, args: [{names}]}}\n*/\n"
+            f"extern \"C\" __global__ void k({params}) {{}}\n")
+
+
+@pytest.mark.parametrize(("name", "signature"), [
+    ("layer_norm", "(features)"), ("conv_group_norm", "(in_channels, out_channels, kernel, groups=6)")])
+def test_model_new_takes_the_model_s_constructor_arguments_and_its_state_dict(
+        tmp_path: Path, name: str, signature: str) -> None:
+    """The task made from a problem file says how its arguments stand to the Model, so best.py's
+    ModelNew is built as the Model is and loads a Model's state_dict as it is (strict); nothing is
+    launched (tests/gpu/test_gpu_usage.py launches)."""
+    from evolve.results.bestpy import best_py
+    from evolve.task.torch_problem import Problem
+    from tests.helpers.runs import import_file
+
+    t = load_task(cfg(name))
+    (tmp_path / "best.cu").write_text(_stand_in(t))
+    (tmp_path / "best.json").write_text(json.dumps({"task_config": dict(t.config), "tunables": {}}))
+    (tmp_path / "best.py").write_text(best_py(t, "test", "a test"))
+    best = import_file(tmp_path / "best.py", f"best_torch_{name}")
+    problem = Problem(PROBLEMS / f"{name}.py")
+    model = problem.build({}).model
+    assert str(inspect.signature(best.ModelNew)) == signature
+    new = best.ModelNew(*problem.init_inputs({}))
+    new.load_state_dict(model.state_dict())  # strict: the same keys and shapes
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in new.state_dict().items())
+    if name == "conv_group_norm":
+        with pytest.raises(ValueError, match=r"was tuned for groups=6, got 3$"):
+            best.ModelNew(*problem.init_inputs({})[:3], groups=3)

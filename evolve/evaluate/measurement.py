@@ -7,6 +7,7 @@ they are plain data with a dict form.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -28,6 +29,15 @@ class Status(StrEnum):
 
 
 NOT_COUNTED = frozenset({Status.INTERRUPTED, Status.OVER_BUDGET, Status.DUPLICATE, Status.NO_CANDIDATE})
+# the wrong verdicts that are no matter of tolerance (evaluate/gpu/checking.py words them)
+_BROKE_CONTRACT = re.compile(r"(wrote out of bounds of|input \S+ was modified) ")
+
+
+def inaccurate(status: str | None, reason: str | None) -> bool:
+    """Judged wrong on its values alone: what a kernel with a real bug and an honest kernel under a
+    tolerance tighter than its arithmetic allows both get (not an out-of-bounds write or a
+    modified input)."""
+    return status == Status.WRONG and not _BROKE_CONTRACT.match(reason or "")
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from optuna.artifacts._protocol import ArtifactStore
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, Trial, TrialState, create_trial
 
-from evolve.evaluate.measurement import NOT_COUNTED, Measurement, Status
+from evolve.evaluate.measurement import NOT_COUNTED, Measurement, Status, inaccurate
 from evolve.evaluate.metrics import roofline
 from evolve.hardware import Hardware
 from evolve.kernel.spec import Variant, candidate_key
@@ -104,6 +104,26 @@ def counts_toward_budget(t: FrozenTrial) -> bool:
     process queued beyond the budget (or twice) was never measured."""
     finished = t.state in (TrialState.COMPLETE, TrialState.FAIL)
     return finished and t.user_attrs.get(Attr.STATUS) not in NOT_COUNTED
+
+
+def flipped(trials: Iterable[FrozenTrial]) -> dict[str, tuple[int, int]]:
+    """Variant name -> (trials passed, trials judged wrong on their values), for each variant with
+    both: a verdict that flips on fresh inputs is the tolerance's fault more often than the kernel's."""
+    tally: dict[str, list[int]] = {}
+    for t in trials:
+        a = t.user_attrs
+        n = tally.setdefault(str(a.get(Attr.VARIANT_NAME, "?")), [0, 0])
+        n[0] += a.get(Attr.STATUS) == Status.OK
+        n[1] += inaccurate(a.get(Attr.STATUS), a.get(Attr.REASON))
+    return {name: (ok, wrong) for name, (ok, wrong) in tally.items() if ok and wrong}
+
+
+def flip_note(name: str, passed: int, wrong: int) -> str:
+    """What a flipping verdict means, for the run's log and report."""
+    return (f"{name} passed {passed} of {passed + wrong} trials and was judged wrong on its values in "
+            f"{wrong}: unless its tunables change what it computes, the tolerance may be tighter than "
+            "the task's arithmetic allows (evolve backend=check warns where the reference in float32 "
+            "fails it)")
 
 
 def fixed_params(t: FrozenTrial) -> dict[str, Any]:

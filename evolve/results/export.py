@@ -35,7 +35,16 @@ from evolve.kernel.compiler import (
 from evolve.kernel.cubin import CubinError, inspect
 from evolve.kernel.spec import Variant
 from evolve.markup import md_text
-from evolve.record.schema import ORIGIN, Attr, Op, counts_toward_budget, fastest_per_variant, winner
+from evolve.record.schema import (
+    ORIGIN,
+    Attr,
+    Op,
+    counts_toward_budget,
+    fastest_per_variant,
+    flip_note,
+    flipped,
+    winner,
+)
 from evolve.record.variants import VariantStore
 from evolve.results.bestpy import best_py
 from evolve.results.lineage import write_lineage
@@ -341,6 +350,9 @@ def _report(study: optuna.Study, variants: VariantStore, task: Task, hw: Hardwar
             f"{a.get(Attr.REGISTERS, '-')} | {a.get(Attr.OCCUPANCY, '-')} | "
             f"{md_text(_fmt(t.params))} |"
         )
+    if flips := flipped(done):
+        out += ["", "## Verdicts that flipped", "",
+                *(f"- {md_text(flip_note(name, ok, wrong))}" for name, (ok, wrong) in sorted(flips.items()))]
     bad = [t for t in done if t.state == TrialState.FAIL][:10]
     if bad:
         out += ["", "## Failed trials (first 10)", "",

@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 from evolve.evaluate.recording import builtin_path
 from evolve.paths import KERNELS_DIR, ROOT
 from evolve.record.schema import fixed_params
-from tests.helpers.runs import REPLAY, evolve, finished, study
+from tests.helpers.runs import REPLAY, cli, evolve, finished, study
 from tests.helpers.tasks import task
 
 
@@ -269,3 +269,31 @@ def test_what_the_gpu_would_refuse_before_running_gets_that_verdict_on_replay(
     source = (KERNELS_DIR / "vector_add/naive.cu").read_text().replace(*edit) + "\n// a child\n"
     m = backend.evaluate(Variant.parse(source, name="child"), tunables, list(task.timing_sizes[:1]))
     assert m.status.value == status and reason in m.reason, m.reason
+
+
+def test_a_verdict_that_flips_between_tunings_is_said_in_the_log_and_the_report(in_tmp: Path,
+                                                                                   tmp_path: Path) -> None:
+    """The naive seed passed at its recorded tunings; a recording that judges one of them wrong on
+    its values (not out of bounds) makes the run say that the tolerance may be to blame."""
+    lines = [json.loads(x) for x in builtin_path("h200", "vector_add").read_text().splitlines()]
+    naive = [d for d in lines if d["kind"] == "measurement" and d["name"] == "naive"
+             and d["measurement"]["status"] == "ok"]
+    off = "c: 3 of 1000003 values off by more than the tolerance at n=1000003, round 2"
+    wrong = [{**d, "measurement": {**d["measurement"], "status": "wrong", "timings": {}, "reason": off}}
+             for d in naive[1:3]]
+    oob = {**naive[3], "measurement": {**naive[3]["measurement"], "status": "wrong", "timings": {},
+                                       "reason": "wrote out of bounds of c at n=1000003, round 1"}}
+    extra = tmp_path / "flips.jsonl"
+    extra.write_text("".join(json.dumps(d) + "\n" for d in [*wrong, oob]))
+    out = cli("task=vector_add", "run.name=flip", "backend=replay", "hardware=h200",
+              f"backend.recordings=[{extra}]", f"search.n_trials={recorded_space('vector_add')}",
+              "search.progress=false")
+    assert out.returncode == 0, out.stderr[-2000:]
+    said = [line for line in (out.stdout + out.stderr).splitlines() if "judged wrong on its values" in line]
+    assert len(said) == 1, said  # once per variant, the first time it both passed and failed
+    assert "naive passed " in said[0] and "the tolerance may be tighter" in said[0]
+    report = (in_tmp / "runs/flip/report.md").read_text()
+    section = report.split("## Verdicts that flipped", 1)[1].split("##", 1)[0]
+    # the out-of-bounds verdict is no flip: it is not counted
+    assert f"naive passed {len(naive) - 3} of {len(naive) - 1} trials" in section
+    assert "in 2:" in section

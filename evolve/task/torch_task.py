@@ -29,12 +29,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from evolve import dtypes
 from evolve.errors import EvolveError, describe
+from evolve.task.torch_draws import input_init, positive_where_needed, state_init
 from evolve.task.torch_problem import TORCH_DTYPES, Instance, NotATask, Problem
 
 ELEMENTS = 1 << 21  # at most this many elements in all of a correctness size's tensors
@@ -95,9 +95,9 @@ def _config(p: Problem) -> dict[str, Any]:
         spec: dict[str, Any] = {"role": "output" if arg in names.outputs else "input", "dtype": dtype,
                                 "shape": [e.lstrip("_") for e in exprs[arg]]}
         if arg in names.inputs:
-            spec["init"] = _input_init(real.inputs[names.inputs[arg]], dtype, at)
+            spec["init"] = input_init(real.inputs[names.inputs[arg]], dtype, at)
         elif arg in names.state:
-            spec["init"] = _state_init(state[names.state[arg]], dtype)
+            spec["init"] = state_init(state[names.state[arg]], dtype)
         if arg in (p.overrides.get("init") or {}):
             spec["init"] = dict(p.overrides["init"][arg])
         args[arg] = {k: v for k, v in spec.items() if v is not None}
@@ -123,7 +123,7 @@ def _config(p: Problem) -> dict[str, Any]:
         cfg["tolerance"] = dict(p.overrides["tolerance"])
     if "max_scratch_bytes" in p.overrides:
         cfg["max_scratch_bytes"] = int(p.overrides["max_scratch_bytes"])
-    _positive_where_needed(cfg, {a: real.inputs[k] for a, k in names.inputs.items()})
+    positive_where_needed(cfg, {a: real.inputs[k] for a, k in names.inputs.items()})
     return cfg
 
 
@@ -152,30 +152,6 @@ def _plain(v: Any) -> bool:
     if isinstance(v, list | tuple):
         return all(_plain(x) for x in v)
     return v is None or type(v) in (bool, int, float, str)
-
-
-def _positive_where_needed(cfg: dict[str, Any], examples: Mapping[str, torch.Tensor]) -> None:
-    """Signed normal inputs make the reference NaN where the Model needs positive ones (a log, a
-    square root, probabilities): such an input, positive in the file's own example and given no
-    ``init``, is then drawn from the example's range."""
-    from evolve.task.task import load_task
-
-    positive = {a: t for a, t in examples.items() if "init" not in cfg["args"][a]
-                and t.is_floating_point() and t.numel() and float(t.min()) > 0}
-    if not positive or _finite(load_task(cfg)):
-        return
-    for a, t in positive.items():
-        cfg["args"][a]["init"] = {"dist": "uniform", "low": float(t.min()), "high": float(t.max())}
-
-
-def _finite(task: Any) -> bool:
-    """The reference is finite at the first correctness sizes."""
-    for sizes in task.correctness_sizes[:2]:
-        with np.errstate(all="ignore"):
-            ref = task.expected(np, task.make_inputs(np, sizes, 5), sizes)
-        if not all(np.isfinite(np.asarray(v, dtype=np.float64)).all() for v in ref.values()):
-            return False
-    return True
 
 
 class _Names:
@@ -352,34 +328,6 @@ def _dims(arg: str, points: list[tuple[dict[str, int], Shapes]], timing: dict[st
         else:
             out.append(f"_{arg}_d{j}")
     return out
-
-
-def _input_init(example: torch.Tensor, dtype: str, sizes: Mapping[str, int]) -> Any:
-    """Floats: signed normal (the default). Integers: the example's range, indices up to a size."""
-    kind = dtypes.get(dtype).kind
-    if kind == "float":
-        return None
-    if kind == "bool":
-        return {"dist": "bernoulli"}
-    lo, hi = int(example.min()), int(example.max())
-    bounded = [k for k, v in sorted(sizes.items(), key=lambda kv: kv[1]) if hi < v <= 2 * (hi + 1)]
-    if lo >= 0 and bounded:
-        return {"dist": "randint", "low": 0, "high": f"{bounded[0]} - 1"}
-    return {"dist": "randint", "low": lo, "high": hi}
-
-
-def _state_init(t: torch.Tensor, dtype: str) -> dict[str, Any] | None:
-    kind = dtypes.get(dtype).kind
-    if t.numel() == 0 or kind == "bool":
-        return None
-    lo, hi = float(t.min()), float(t.max())
-    if kind == "int":
-        return {"dist": "randint", "low": int(lo), "high": int(hi)}
-    if lo < hi:
-        return {"dist": "uniform", "low": lo, "high": hi}
-    if lo == 0:
-        return None
-    return {"dist": "uniform", "low": min(lo / 2, 1.5 * lo), "high": max(lo / 2, 1.5 * lo)}
 
 
 def _refuse_what_no_kernel_can_match(p: Problem, sizes: Mapping[str, int]) -> None:

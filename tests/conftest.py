@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -14,34 +15,46 @@ import pytest
 from tests.helpers.llm import KEY
 from tests.helpers.tasks import gpu_available
 
-# The GPU suite in two halves, each well inside the GPU machine's 10 minutes a command
-# (pytest -m gpu --gpu-half=1, then --gpu-half=2): the files of the first half.
-GPU_HALF_1 = {"test_adversarial.py", "test_gpu.py", "test_bench.py", "test_gpu_l2.py"}
 GPU_TEST_TIMEOUT_S = 300  # a hang is one test's failure, not the whole run's
-# timing settings for GPU tests that judge correctness, not speed (timed calls are still checked)
+
+
+def gpu_part(text: str) -> tuple[int, int]:
+    """``K/N``: the K-th of N parts of the GPU tests, so each part of a long suite fits a
+    machine whose commands are cut at 10 minutes."""
+    try:
+        k, n = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not K/N (e.g. 1/3)") from None
+    if not 1 <= k <= n:
+        raise argparse.ArgumentTypeError(f"{text!r}: K must be 1 to N")
+    return k, n
+
+
+def part_of(index: int, count: int, part: tuple[int, int]) -> bool:
+    """Whether the index-th of count GPU tests (in collection order) is in ``part``: N contiguous
+    runs of near-equal length, so a file's tests stay together."""
+    k, n = part
+    return (k - 1) * count // n <= index < k * count // n
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--gpu-half", type=int, choices=(1, 2), default=None,
-                     help="run one half of the GPU tests (with -m gpu): 1 or 2")
+    parser.addoption("--gpu-part", type=gpu_part, default=None, metavar="K/N",
+                     help="run the K-th of N parts of the GPU tests (with -m gpu), e.g. 1/3")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU with CuPy (run pytest -m gpu on the GPU machine)")
-    half = config.getoption("--gpu-half")
-    kept = []
-    for item in items:
-        if "gpu" in item.keywords:
-            if half is not None and (item.path.name in GPU_HALF_1) != (half == 1):
-                continue
-            if not gpu_available():
-                item.add_marker(skip)
-            elif item.get_closest_marker("timeout") is None:
-                item.add_marker(pytest.mark.timeout(GPU_TEST_TIMEOUT_S))
-        kept.append(item)
-    if len(kept) != len(items):
-        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
-        items[:] = kept
+    part = config.getoption("--gpu-part")
+    gpu = [item for item in items if "gpu" in item.keywords]
+    dropped = {id(item) for i, item in enumerate(gpu) if part is not None and not part_of(i, len(gpu), part)}
+    for item in gpu:
+        if not gpu_available():
+            item.add_marker(skip)
+        elif item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(GPU_TEST_TIMEOUT_S))
+    if dropped:
+        config.hook.pytest_deselected(items=[i for i in items if id(i) in dropped])
+        items[:] = [i for i in items if id(i) not in dropped]
 
 
 @pytest.fixture

@@ -5,7 +5,9 @@ image, a link, a heading, a table cell of its own) nor, in a prompt, pass for in
 - ``md_text``: inline text with every character that Markdown or HTML give a meaning escaped
   (one line by default, for table cells and list items);
 - ``md_code``: a fenced block whose fence is longer than any backtick run inside, so nothing in
-  the text can close it (a block's content is shown verbatim, never rendered).
+  the text can close it (a block's content is shown verbatim, never rendered);
+- ``c_comment``: text for a ``//`` comment of a CUDA file (``best.cu``'s header), which no line
+  break can end and no trailing backslash can splice onto the next line of code.
 """
 
 from __future__ import annotations
@@ -53,3 +55,13 @@ def md_code(text: str, info: str = "text", minimum: int = 3) -> str:
     """``text`` as a fenced block that nothing inside it can close."""
     f = fence(text, minimum)
     return f"{f}{info}\n{text}{'' if text.endswith(chr(10)) else chr(10)}{f}"
+
+
+# line breaks (C's and Unicode's) and the backslash, whose splice would comment out the next line;
+# C++17, NVRTC's dialect, has no trigraphs (??/ is no backslash there)
+_C_COMMENT = {c: " " for c in [*range(32), 127, 0x85, 0x2028, 0x2029]} | {ord("\\"): "/"}
+
+
+def c_comment(text: object) -> str:
+    """``text`` as the body of a ``//`` comment: one line that ends where the comment does."""
+    return str(text).translate(_C_COMMENT)

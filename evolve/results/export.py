@@ -34,7 +34,7 @@ from evolve.kernel.compiler import (
 )
 from evolve.kernel.cubin import CubinError, inspect
 from evolve.kernel.spec import Variant
-from evolve.markup import md_text
+from evolve.markup import c_comment, md_text
 from evolve.record.schema import (
     ORIGIN,
     Attr,
@@ -282,6 +282,7 @@ def _best_cu(study: optuna.Study, task: Task, hw: Hardware, s: Summary,
                 f"({', '.join(map(str, c['args']))})"
                 + (f" in clusters of {tuple(c['cluster'])}" if c.get("cluster") else "")
             )
+    lines = ["// " + c_comment(line.removeprefix("// ")) for line in lines]  # names are the task's
     return "\n".join([*lines, source]) + ("\n" if not source.endswith("\n") else "")
 
 

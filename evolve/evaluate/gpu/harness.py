@@ -24,7 +24,7 @@ from evolve.evaluate.gpu.failure import Fail
 from evolve.evaluate.gpu.loading import Loaded
 from evolve.evaluate.gpu.timing import L2Flush, TimingSettings, time_at
 from evolve.evaluate.measurement import Measurement, Status
-from evolve.evaluate.plan import Plan, make_plan
+from evolve.evaluate.plan import LaunchPlan, make_plan
 from evolve.hardware import Hardware
 from evolve.kernel.compiler import CompileError, SourceRejected, compile_cuda, first_error, target_arch
 from evolve.kernel.spec import Variant
@@ -91,7 +91,7 @@ class GpuEvaluator:
 
     # ---- steps ------------------------------------------------------------------------
     def _plan(self, source: str, tunables: Mapping[str, int],
-              sizes: list[dict[str, int]]) -> tuple[Variant, dict[str, Plan]]:
+              sizes: list[dict[str, int]]) -> tuple[Variant, dict[str, LaunchPlan]]:
         try:
             variant = Variant.parse(source)
             variant.spec.check(tunables)

@@ -26,7 +26,7 @@ from evolve.evaluate.gpu.checking import verify
 from evolve.evaluate.gpu.device import synchronize
 from evolve.evaluate.gpu.loading import Loaded
 from evolve.evaluate.measurement import TimingStats
-from evolve.evaluate.plan import Plan
+from evolve.evaluate.plan import LaunchPlan
 from evolve.task.task import Task, size_label
 
 MAX_WARMUP_CALLS = 10_000
@@ -106,7 +106,7 @@ def enough(stats: TimingStats, elapsed_s: float, s: Any) -> bool:
         stats.rel_iqr <= s.target_rel_iqr or elapsed_s > s.max_time_s))
 
 
-def time_at(loaded: Loaded, task: Task, plan: Plan, sizes: Mapping[str, int], s: TimingSettings,
+def time_at(loaded: Loaded, task: Task, plan: LaunchPlan, sizes: Mapping[str, int], s: TimingSettings,
             flush: L2Flush, seed: Callable[..., int]) -> TimingStats:
     """The candidate's time at one size (CUDA events, median of checked calls)."""
     label = size_label(sizes)

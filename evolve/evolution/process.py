@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 
-from evolve.evolution.proposer import Plan, Proposer
+from evolve.evolution.proposer import Proposal, Proposer
 from evolve.record.schema import StudyAttr
 from evolve.search.coordination import Peers, beating
 from evolve.search.schedules import AWAY, DONE, RUNNING
@@ -55,7 +55,7 @@ class ProposerProcess:
         side by side)."""
         ledger, made, ends = self.ledger, [0], []
 
-        def next_plan() -> tuple[Plan | None, tuple[str, str] | None]:
+        def next_proposal() -> tuple[Proposal | None, tuple[str, str] | None]:
             with ledger.lock:
                 self.peers.pull()
                 if self.proposer.spent():
@@ -63,27 +63,27 @@ class ProposerProcess:
                 if ledger.used >= ledger.s.n_trials:
                     return None, ("budget", DONE)
                 full = (rounds and made[0] >= rounds) or ledger.queue_full(rounds or self.proposer.limit)
-                plan = None if full else self.proposer.plan()
-                if plan is None:
+                proposal = None if full else self.proposer.plan()
+                if proposal is None:
                     return None, ("round", AWAY) if rounds else None
                 made[0] += 1
-                return plan, None
+                return proposal, None
 
         errors: list[BaseException] = []
 
         def propose() -> None:
             try:
                 while not errors:
-                    plan, end = next_plan()
+                    proposal, end = next_proposal()
                     if end is not None:
                         ends.append(end)
                         return
-                    if plan is None:
+                    if proposal is None:
                         time.sleep(PROPOSER_POLL_S)
                         continue
-                    outcome = self.proposer.ask(plan)
+                    outcome = self.proposer.ask(proposal)
                     with ledger.lock:
-                        self.proposer.commit(plan, *outcome)
+                        self.proposer.commit(proposal, *outcome)
             except BaseException as exc:  # raised in the process's thread below, as before threads
                 errors.append(exc)
 

@@ -224,10 +224,10 @@ class Ledger:
         return tuner.best * (1 - self.s.explore / math.sqrt(1 + tuner.n_measured))
 
     # ---- LLM proposals --------------------------------------------------------------------------
-    def plan_started(self) -> None:
+    def proposal_started(self) -> None:
         self.inflight += 1
 
-    def plan_ended(self) -> None:
+    def proposal_ended(self) -> None:
         self.inflight -= 1
 
     def next_repair(self) -> Repair | None:

@@ -47,8 +47,8 @@ class Proposing(Protocol):
     def run(self, stop: threading.Event) -> None: ...
     def run_once(self) -> None: ...
     def plan(self) -> Any: ...  # the next proposal, or None
-    def ask(self, plan: Any, turns: int = 2, then: str | None = None) -> Any: ...
-    def commit(self, plan: Any, *outcome: Any) -> None: ...
+    def ask(self, proposal: Any, turns: int = 2, then: str | None = None) -> Any: ...
+    def commit(self, proposal: Any, *outcome: Any) -> None: ...
 
 
 class Action(StrEnum):
@@ -245,21 +245,21 @@ class Replay:
     def _follow(self, ledger: Ledger) -> None:
         while self.schedule and self.schedule[0]["seen"] <= ledger.observed:
             entry = self.schedule.pop(0)
-            plan = self.proposer.plan()
+            proposal = self.proposer.plan()
             reason = entry.get("reason") or ""
             refused = reason.startswith("llm_budget") or "; no retry (llm_budget" in reason
-            outcome = None if plan is None else self.proposer.ask(
-                plan, turns=len(entry["calls"]), then=reason if refused else None)
-            self._held.append((entry, plan, outcome))
+            outcome = None if proposal is None else self.proposer.ask(
+                proposal, turns=len(entry["calls"]), then=reason if refused else None)
+            self._held.append((entry, proposal, outcome))
         self._commit_held(ledger, force=False)
 
     def _commit_held(self, ledger: Ledger, force: bool) -> None:
         for item in list(self._held):
-            entry, plan, outcome = item
-            if plan is None or outcome is None:
+            entry, proposal, outcome = item
+            if proposal is None or outcome is None:
                 self._held.remove(item)
             elif force or entry["after"] <= ledger.enqueued:
                 self._held.remove(item)
-                self.proposer.commit(plan, *outcome)
+                self.proposer.commit(proposal, *outcome)
                 if force:
                     return

@@ -10,7 +10,7 @@ import time
 
 from evolve.evolution.proposer import Proposal, Proposer
 from evolve.record.schema import StudyAttr
-from evolve.search.coordination import Peers, beating
+from evolve.search.coordination import SharedStudy, beating
 from evolve.search.schedules import AWAY, DONE, RUNNING
 from evolve.settings import EvolutionSettings
 
@@ -26,8 +26,8 @@ class ProposerProcess:
     results that only the next evaluator run brings, and leaves; the next round it starts from what
     the evaluators measured (a failed child's repair first)."""
 
-    def __init__(self, proposer: Proposer, peers: Peers, settings: EvolutionSettings):
-        self.proposer, self.peers, self.s = proposer, peers, settings
+    def __init__(self, proposer: Proposer, coordination: SharedStudy, settings: EvolutionSettings):
+        self.proposer, self.coordination, self.s = proposer, coordination, settings
         self.ledger, self.study = proposer.ledger, proposer.ledger.study
 
     def run(self) -> str:
@@ -57,7 +57,7 @@ class ProposerProcess:
 
         def next_proposal() -> tuple[Proposal | None, tuple[str, str] | None]:
             with ledger.lock:
-                self.peers.pull()
+                self.coordination.pull()
                 if self.proposer.spent():
                     return None, (str(self.proposer.stopped), DONE)
                 if ledger.used >= ledger.s.n_trials:

@@ -3,13 +3,15 @@
 Evaluators and a proposer share nothing but the storage. A measuring evaluator marks its trial
 alive every ``search.heartbeat_s``; a RUNNING trial silent for ``search.stale_after_s`` lost its
 evaluator (killed, machine gone) and is queued again by whoever notices. Silent means that its mark
-has not changed for that long by the watcher's own clock (``Silence``): a mark is written with the
-writer's clock, and machines' clocks disagree (a storage copied from another machine carries the
-times of its clock), so a mark is compared only with its earlier value, never with the local time.
-Results of the others reach this process's ledger by pulling them from the storage.
+has not changed for that long by the watcher's own clock (``HeartbeatWatch``): a mark is written
+with the writer's clock, and machines' clocks disagree (a storage copied from another machine
+carries the times of its clock), so a mark is compared only with its earlier value, never with the
+local time. Results of the others reach this process's ledger by pulling them from the storage.
 
-``Alone`` is the one evaluator of a study (``role=all``): a RUNNING trial it finds at start was
-left by a run that died. ``Peers`` is one of several processes (``role=evaluate``, ``propose``).
+A process's coordination is named for who else is on its study. ``SoleEvaluator`` is the one
+evaluator of a study (``role=all``): a RUNNING trial it finds at start was left by a run that died.
+``SharedStudy`` is one of several processes on a study: evaluators (``role=evaluate``) and a
+proposer (``role=propose``), so it is named for the study they share, not for a role.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def alive(study: optuna.Study, trial_id: int, every_s: float) -> contextlib.Abst
     return beating(lambda: record.mark_alive(study, trial_id), every_s)
 
 
-class Silence:
+class HeartbeatWatch:
     """How long heartbeats have not changed, by this process's clock (``time.monotonic``).
 
     A heartbeat seen for the first time, or changed since last look, has been silent for 0 s
@@ -92,7 +94,7 @@ def _requeue_dead(study: optuna.Study, t: FrozenTrial) -> bool:
     return status is not None
 
 
-class Alone:
+class SoleEvaluator:
     """The only evaluator of its study."""
 
     def __init__(self, study: optuna.Study, ledger: Ledger):
@@ -116,13 +118,13 @@ class Alone:
         """Nothing of another's can be left RUNNING."""
 
 
-class Peers:
+class SharedStudy:
     """One of several processes on the study."""
 
     def __init__(self, study: optuna.Study, ledger: Ledger, settings: SearchSettings):
         self.study, self.ledger, self.s = study, ledger, settings
         self._last_reap = 0.0
-        self._silence = Silence()
+        self._watch = HeartbeatWatch()
 
     def recover(self) -> None:
         """RUNNING trials are being measured by the others; ``reap`` notices the dead."""
@@ -143,9 +145,9 @@ class Peers:
     def reap(self) -> int:
         """Queue again the RUNNING trials whose evaluator stopped beating (killed, machine lost)."""
         stale, running = 0, self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-        self._silence.keep({record.trial_id(t) for t in running})
+        self._watch.keep({record.trial_id(t) for t in running})
         for t in running:
-            if self._silence.silent_for(record.trial_id(t), record.heartbeat(t)) > self.s.stale_after_s:
+            if self._watch.silent_for(record.trial_id(t), record.heartbeat(t)) > self.s.stale_after_s:
                 stale += _requeue_dead(self.study, t)
         if stale:
             log.warning("ended %d trial(s) whose evaluator stopped (no heartbeat for %.0f s)",

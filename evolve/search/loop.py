@@ -5,7 +5,7 @@ that carries its variant) and evaluated by popping it with ``ask``; the two halv
 in the storage, so a resumed run, or another process, continues where the last one stopped.
 Failed candidates are FAIL trials with their reason, so the budget and the dashboard see them.
 
-The loop asks its schedule (proposing.py) what to do next, keeps its ledger (ledger.py) current,
+The loop asks its schedule (schedules.py) what to do next, keeps its ledger (ledger.py) current,
 and leaves other processes on the study to its coordination (coordination.py).
 """
 
@@ -33,7 +33,7 @@ from evolve.kernel.spec import Variant
 from evolve.record import schema as record
 from evolve.record.schema import Attr, StudyAttr
 from evolve.record.variants import VariantStore
-from evolve.search.coordination import Alone, Peers, alive
+from evolve.search.coordination import SharedStudy, SoleEvaluator, alive
 from evolve.search.ledger import Ledger
 from evolve.search.profiler import Profiler
 from evolve.search.schedules import Action, Schedule, Tuning
@@ -56,14 +56,14 @@ class Search:
                  objective: Objective, hardware: Hardware, settings: SearchSettings,
                  callbacks: Iterable[Callback] = (), evolution: EvolutionSettings | None = None, *,
                  ledger: Ledger | None = None, schedule: Schedule | None = None,
-                 peers: Alone | Peers | None = None):
+                 coordination: SoleEvaluator | SharedStudy | None = None):
         self.study, self.variants, self.backend = study, variants, backend
         self.task, self.objective, self.hw, self.s = task, objective, hardware, settings
         self.callbacks = list(callbacks)
         self.ledger = ledger or Ledger(study, variants, settings, evolution or EvolutionSettings(),
                                        prefetch=backend.prefetch)
         self.schedule = schedule or Tuning()
-        self.peers = peers or Alone(study, self.ledger)
+        self.coordination = coordination or SoleEvaluator(study, self.ledger)
         self.profiler = (Profiler(study, backend, objective.sizes(task)[0])
                          if self.ledger.evo.profile else None)
 
@@ -73,7 +73,7 @@ class Search:
     def run(self) -> str:
         """Search until the budget, the time limit or the space runs out; say which."""
         ledger = self.ledger
-        self.peers.recover()
+        self.coordination.recover()
         ledger.restore()
         if self.profiler is not None:
             pop = ledger.population
@@ -95,7 +95,7 @@ class Search:
                         reason = "timeout"
                         break
                     t0 = time.monotonic()
-                    self.peers.sync()
+                    self.coordination.sync()
                     with ledger.lock:
                         action = self.schedule.next(ledger)
                     if action == Action.WAIT:
@@ -124,7 +124,7 @@ class Search:
             stop.set()
             for th in threads:
                 th.join(timeout=JOIN_S)
-        self.peers.drain()
+        self.coordination.drain()
         return reason
 
     def _evaluate_next(self) -> bool:
@@ -144,7 +144,7 @@ class Search:
             return True
         variant = self.variants.get(vid)
         fixed = record.fixed_params(record.stored(self.study, tid))
-        if (why := self.peers.claim(tid, vid, fixed)) is not None:
+        if (why := self.coordination.claim(tid, vid, fixed)) is not None:
             record.skip(self.study, trial, why)
             return False
         tunables = {

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import optuna
 
 from evolve.record.schema import StudyAttr
-from evolve.search.coordination import Silence
+from evolve.search.coordination import HeartbeatWatch
 from evolve.search.ledger import Ledger
 from evolve.settings import EvolutionSettings
 
@@ -82,7 +82,7 @@ def _take(ledger: Ledger) -> Action:
     return Action.EVALUATE
 
 
-class Live:
+class LiveSchedule:
     """The schedule of a live run: seeds first; then tuning, which each new variant pays for with
     credits while an LLM proposes; the rest of the budget is kept for children on their way.
     Subclasses say whether an LLM is at work and what to do while it is."""
@@ -131,11 +131,11 @@ class Live:
         raise AssertionError("only a proposer without overlap proposes in the evaluator's thread")
 
 
-class Tuning(Live):
+class Tuning(LiveSchedule):
     """No LLM: seeds and tuning only."""
 
 
-class LocalLLM(Live):
+class LocalLLM(LiveSchedule):
     def __init__(self, proposer: Proposing, overlap: bool):
         self.proposer, self.overlap = proposer, overlap
 
@@ -163,7 +163,7 @@ class LocalLLM(Live):
         self.proposer.run_once()
 
 
-class RemoteLLM(Live):
+class RemoteLLM(LiveSchedule):
     """The LLM works in a proposer process (``role=evaluate``), known by what it says in the study:
 
     - running, its heartbeat changing: wait for its children (meanwhile tune with the credits
@@ -175,19 +175,19 @@ class RemoteLLM(Live):
 
     Before any proposer said anything, or once one fell silent (killed): in rounds
     (``evolution.children_per_round``) as if away; otherwise tune, and once nothing is left wait
-    ``idle_wait_s`` for one to start. The heartbeat is judged by ``Silence``, not by comparing
+    ``idle_wait_s`` for one to start. The heartbeat is judged by ``HeartbeatWatch``, not by comparing
     times: it was written with another machine's clock."""
 
     def __init__(self, study: optuna.Study, settings: EvolutionSettings):
         self.study, self.s = study, settings
-        self._silence = Silence()
+        self._watch = HeartbeatWatch()
 
     def _state(self) -> dict[str, Any]:
         return self.study.user_attrs.get(StudyAttr.PROPOSER) or {}
 
     def _beating(self) -> bool:
         state = self._state()
-        return (state.get("state") == RUNNING and self._silence.silent_for(
+        return (state.get("state") == RUNNING and self._watch.silent_for(
             StudyAttr.PROPOSER, state.get("heartbeat")) < self.s.proposer_stale_after_s)
 
     def _returns(self) -> bool:

@@ -27,7 +27,7 @@ class ProposerProcess:
     the evaluators measured (a failed child's repair first)."""
 
     def __init__(self, proposer: Proposer, coordination: SharedStudy, settings: EvolutionSettings):
-        self.proposer, self.coordination, self.s = proposer, coordination, settings
+        self.proposer, self.coordination, self.evolution = proposer, coordination, settings
         self.ledger, self.study = proposer.ledger, proposer.ledger.study
 
     def run(self) -> str:
@@ -36,8 +36,8 @@ class ProposerProcess:
         made, state, reason = 0, AWAY, "stopped"  # stopped: interrupted, it may come back
         self._beat()
         try:
-            with beating(self._beat, self.s.proposer_heartbeat_s):  # also while an LLM call waits
-                reason, state, made = self._propose(self.s.children_per_round)
+            with beating(self._beat, self.evolution.proposer_heartbeat_s):  # also while an LLM call waits
+                reason, state, made = self._propose(self.evolution.children_per_round)
         finally:
             self.study.set_user_attr(StudyAttr.PROPOSER, {"state": state, "reason": reason})
         if reason == "round":
@@ -60,7 +60,7 @@ class ProposerProcess:
                 self.coordination.pull()
                 if self.proposer.spent():
                     return None, (str(self.proposer.stopped), DONE)
-                if ledger.used >= ledger.s.n_trials:
+                if ledger.used >= ledger.search.n_trials:
                     return None, ("budget", DONE)
                 full = (rounds and made[0] >= rounds) or ledger.queue_full(rounds or self.proposer.limit)
                 proposal = None if full else self.proposer.plan()

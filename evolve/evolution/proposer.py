@@ -49,7 +49,7 @@ class Proposer:
     def __init__(self, ledger: Ledger, llm: LLM, budget: LLMBudget, prompts: Prompts,
                  log: ExchangeLog, settings: EvolutionSettings, seed: int | None, threads: int = 1):
         self.ledger, self.llm, self.budget, self.prompts = ledger, llm, budget, prompts
-        self.log, self.s = log, settings
+        self.log, self.evolution = log, settings
         self.rng = random.Random(seed)
         self.index = int(ledger.study.user_attrs.get(StudyAttr.PROPOSALS, 0))  # numbers go on over resumes
         self.threads = threads
@@ -62,7 +62,7 @@ class Proposer:
     def limit(self) -> int:
         """Children without a result at most: no more than the LLM works on at once, so that each
         proposal sees the outcome of all but the last few (``evolution.max_pending``)."""
-        return max(1, min(self.s.max_pending, self.threads))
+        return max(1, min(self.evolution.max_pending, self.threads))
 
     @property
     def idle(self) -> bool:
@@ -105,7 +105,7 @@ class Proposer:
         """Fix the next proposal from the current population; None if there is nothing to do."""
         ledger, pop = self.ledger, self.ledger.population
         index, seen = self.index, pop.observed
-        if self.s.repair and (r := ledger.next_repair()) is not None:
+        if self.evolution.repair and (r := ledger.next_repair()) is not None:
             v = ledger.variants.get(r.vid)
             messages = self.prompts.repair(v.source, r.status, r.reason, r.diagnostics)
             meta = ledger.variants.meta[r.vid]
@@ -117,7 +117,7 @@ class Proposer:
             return self._write() if not ledger.seed_ids else None
         islands = pop.nonempty_islands()
         island = islands[index % len(islands)]
-        ops = {k: v for k, v in self.s.operators.items()
+        ops = {k: v for k, v in self.evolution.operators.items()
                if k in LLM_OPERATORS and k not in (Op.REPAIR, Op.WRITE) and v > 0}
         if len(pop.members) < 2:
             ops.pop(Op.CROSSOVER, None)
@@ -126,7 +126,7 @@ class Proposer:
         op = self.rng.choices(list(ops), weights=list(ops.values()))[0]
         a = pop.select(island, self.rng)
         assert a is not None
-        failures = [Failure(*f) for f in ledger.recent_failures[-self.s.failures_shown:]]
+        failures = [Failure(*f) for f in ledger.recent_failures[-self.evolution.failures_shown:]]
         if op == Op.CROSSOVER:
             b = pop.select(island, self.rng, exclude=[a]) or next(
                 v for v in pop.inspirations(island, [a], 1))
@@ -134,7 +134,8 @@ class Proposer:
             messages = self.prompts.crossover(*views, failures)
             parents = [a, b]
         else:
-            insp = [self._view(pop.members[v]) for v in pop.inspirations(island, [a], self.s.inspirations)]
+            insp = [self._view(pop.members[v])
+                    for v in pop.inspirations(island, [a], self.evolution.inspirations)]
             messages = self.prompts.mutate(self._view(pop.members[a], profiled=True), failures, insp,
                                            op == Op.MUTATE_DIFF)
             parents = [a]
@@ -149,7 +150,7 @@ class Proposer:
             return None
         index = self.index
         self._started()
-        return Proposal(index, Op.WRITE, ledger.population.observed, [], index % self.s.islands,
+        return Proposal(index, Op.WRITE, ledger.population.observed, [], index % self.evolution.islands,
                     self.prompts.write(), "", {})
 
     def _started(self) -> None:

@@ -122,7 +122,7 @@ class SharedStudy:
     """One of several processes on the study."""
 
     def __init__(self, study: optuna.Study, ledger: Ledger, settings: SearchSettings):
-        self.study, self.ledger, self.s = study, ledger, settings
+        self.study, self.ledger, self.search = study, ledger, settings
         self._last_reap = 0.0
         self._watch = HeartbeatWatch()
 
@@ -131,7 +131,7 @@ class SharedStudy:
 
     def sync(self) -> None:
         """Before each decision of the evaluator's loop: reap now and then, then pull."""
-        if time.monotonic() - self._last_reap > self.s.heartbeat_s:
+        if time.monotonic() - self._last_reap > self.search.heartbeat_s:
             self.reap()
             self._last_reap = time.monotonic()
         self.pull()
@@ -147,11 +147,11 @@ class SharedStudy:
         stale, running = 0, self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
         self._watch.keep({record.trial_id(t) for t in running})
         for t in running:
-            if self._watch.silent_for(record.trial_id(t), record.heartbeat(t)) > self.s.stale_after_s:
+            if self._watch.silent_for(record.trial_id(t), record.heartbeat(t)) > self.search.stale_after_s:
                 stale += _requeue_dead(self.study, t)
         if stale:
             log.warning("ended %d trial(s) whose evaluator stopped (no heartbeat for %.0f s)",
-                        stale, self.s.stale_after_s)
+                        stale, self.search.stale_after_s)
         return stale
 
     def claim(self, trial_id: int, vid: str, params: Mapping[str, Any]) -> Status | None:
@@ -163,14 +163,14 @@ class SharedStudy:
         while True:
             earlier = [t for t in self.study.get_trials(deepcopy=False)
                        if record.trial_id(t) < trial_id and t.user_attrs.get(Attr.STATUS) not in NOT_COUNTED]
-            if len(earlier) < self.s.n_trials:
+            if len(earlier) < self.search.n_trials:
                 break
             running = sum(t.state == TrialState.RUNNING for t in earlier)
-            if len(earlier) - running >= self.s.n_trials or not running:
+            if len(earlier) - running >= self.search.n_trials or not running:
                 return Status.OVER_BUDGET
             # an earlier trial still measuring may yet be cut (its evaluator dies): wait and see
             record.mark_alive(self.study, trial_id)
-            time.sleep(min(self.s.heartbeat_s, CLAIM_POLL_S))
+            time.sleep(min(self.search.heartbeat_s, CLAIM_POLL_S))
             self.reap()
         key = candidate_key(vid, params)
         if any(record.candidate_of(t) == key for t in earlier):
@@ -179,10 +179,10 @@ class SharedStudy:
 
     def drain(self) -> None:
         """Before leaving, queue again the trials of evaluators that died, so none stays RUNNING."""
-        deadline = time.monotonic() + self.s.stale_after_s + 2 * self.s.heartbeat_s
+        deadline = time.monotonic() + self.search.stale_after_s + 2 * self.search.heartbeat_s
         self.reap()  # what is RUNNING now is watched from now on
         self.pull()
         while self.ledger.running and time.monotonic() < deadline:
-            time.sleep(self.s.heartbeat_s)
+            time.sleep(self.search.heartbeat_s)
             self.reap()
             self.pull()

@@ -58,14 +58,14 @@ class Search:
                  ledger: Ledger | None = None, schedule: Schedule | None = None,
                  coordination: SoleEvaluator | SharedStudy | None = None):
         self.study, self.variants, self.backend = study, variants, backend
-        self.task, self.objective, self.hw, self.s = task, objective, hardware, settings
+        self.task, self.objective, self.hw, self.search = task, objective, hardware, settings
         self.callbacks = list(callbacks)
         self.ledger = ledger or Ledger(study, variants, settings, evolution or EvolutionSettings(),
                                        prefetch=backend.prefetch)
         self.schedule = schedule or Tuning()
         self.coordination = coordination or SoleEvaluator(study, self.ledger)
         self.profiler = (Profiler(study, backend, objective.sizes(task)[0])
-                         if self.ledger.evo.profile else None)
+                         if self.ledger.evolution.profile else None)
 
     def add_seeds(self, seeds: Iterable[Variant]) -> None:
         self.ledger.add_seeds(seeds)
@@ -81,17 +81,17 @@ class Search:
                                     pop.members[vid].best.params, pop.members[vid].best_ms)
                                    for vid in sorted({v for island in pop.islands for v in island}))
         elapsed = resumed = float(self.study.user_attrs.get(StudyAttr.ELAPSED_S, 0.0))
-        bar = tqdm(total=self.s.n_trials, initial=min(ledger.used, self.s.n_trials), unit="trial",
+        bar = tqdm(total=self.search.n_trials, initial=min(ledger.used, self.search.n_trials), unit="trial",
                    desc=self.study.study_name, dynamic_ncols=True,
-                   disable=not (self.s.progress and sys.stderr.isatty()))
+                   disable=not (self.search.progress and sys.stderr.isatty()))
         self._postfix(bar)
         stop = threading.Event()
         threads = self.schedule.start(stop)
         reason = "budget"
         try:
             with logging_redirect_tqdm(), bar:
-                while ledger.used < self.s.n_trials:
-                    if self.s.timeout is not None and elapsed >= self.s.timeout:
+                while ledger.used < self.search.n_trials:
+                    if self.search.timeout is not None and elapsed >= self.search.timeout:
                         reason = "timeout"
                         break
                     t0 = time.monotonic()
@@ -152,7 +152,7 @@ class Search:
         }
         self._look_ahead()
         try:
-            with alive(self.study, tid, self.s.heartbeat_s):
+            with alive(self.study, tid, self.search.heartbeat_s):
                 m = self.backend.evaluate(variant, tunables, self.objective.sizes(self.task))
                 value = self.objective.value_ms(m, self.task) if m.ok else None
                 if value is not None and self.profiler is not None:
@@ -185,7 +185,7 @@ class Search:
         ledger, depth = self.ledger, max(1, self.backend.prepares())
         with ledger.lock:
             while (ledger.waiting < depth
-                   and ledger.used + ledger.running + ledger.waiting + 2 <= self.s.n_trials
+                   and ledger.used + ledger.running + ledger.waiting + 2 <= self.search.n_trials
                    and (ledger.propose_seed() or ledger.propose_tune())):
                 pass
 

@@ -92,7 +92,7 @@ class LiveSchedule:
     def next(self, ledger: Ledger) -> Action:
         if ledger.waiting or ledger.propose_seed():
             return _take(ledger)
-        n = ledger.s.n_trials
+        n = ledger.search.n_trials
         if ledger.inflight and ledger.used + ledger.waiting + ledger.inflight >= n:
             return Action.WAIT  # the rest of the budget is reserved for children on their way
         if ledger.used + ledger.running >= n:
@@ -179,7 +179,7 @@ class RemoteLLM(LiveSchedule):
     times: it was written with another machine's clock."""
 
     def __init__(self, study: optuna.Study, settings: EvolutionSettings):
-        self.study, self.s = study, settings
+        self.study, self.evolution = study, settings
         self._watch = HeartbeatWatch()
 
     def _state(self) -> dict[str, Any]:
@@ -188,25 +188,25 @@ class RemoteLLM(LiveSchedule):
     def _beating(self) -> bool:
         state = self._state()
         return (state.get("state") == RUNNING and self._watch.silent_for(
-            StudyAttr.PROPOSER, state.get("heartbeat")) < self.s.proposer_stale_after_s)
+            StudyAttr.PROPOSER, state.get("heartbeat")) < self.evolution.proposer_stale_after_s)
 
     def _returns(self) -> bool:
         """Its children come later, in another round."""
         state = self._state().get("state")
-        return state == AWAY or (self.s.children_per_round > 0 and state != DONE)
+        return state == AWAY or (self.evolution.children_per_round > 0 and state != DONE)
 
     def active(self) -> bool:
         return self._beating() or self._returns()
 
     def while_working(self, ledger: Ledger) -> Action | None:
-        if self._beating() or time.monotonic() - ledger.last_work < self.s.idle_wait_s:
+        if self._beating() or time.monotonic() - ledger.last_work < self.evolution.idle_wait_s:
             return Action.WAIT  # for the proposer process's next child
         if ledger.running:
             return Action.WAIT  # measured elsewhere: it may come back (its evaluator died) to measure here
         return Action.IDLE
 
     def may_bring(self, idle_s: float) -> bool:
-        return self._state().get("state") != DONE and idle_s < self.s.idle_wait_s
+        return self._state().get("state") != DONE and idle_s < self.evolution.idle_wait_s
 
 
 def proposer_done(study: optuna.Study, reason: str) -> None:

@@ -33,7 +33,7 @@ from evolve.task.task import Task, size_label
 
 class GpuEvaluator:
     def __init__(self, task: Task, hw: Hardware, settings: TimingSettings, secret: int):
-        self.task, self.hw, self.s = task, hw, settings
+        self.task, self.hw, self.timing = task, hw, settings
         self.secret = secret
         self.counter = 0
         self.flush = L2Flush(hw.l2_bytes)
@@ -56,10 +56,10 @@ class GpuEvaluator:
             loaded = Loaded(cubin, plans, self.hw)
             resources = loaded.resources(plans[size_label(timing_sizes[0])], self.hw)
             t1 = time.perf_counter()
-            check(loaded, self.task, plans, self.s.rounds, self._seed)
+            check(loaded, self.task, plans, self.timing.rounds, self._seed)
             check_s = time.perf_counter() - t1
             timings = {
-                size_label(s): time_at(loaded, self.task, plans[size_label(s)], s, self.s, self.flush,
+                size_label(s): time_at(loaded, self.task, plans[size_label(s)], s, self.timing, self.flush,
                                        self._seed)
                 for s in timing_sizes
             }

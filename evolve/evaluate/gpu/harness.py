@@ -22,12 +22,13 @@ from evolve.evaluate.gpu.checking import check
 from evolve.evaluate.gpu.device import measure_ceilings
 from evolve.evaluate.gpu.failure import Fail
 from evolve.evaluate.gpu.loading import Loaded
-from evolve.evaluate.gpu.timing import L2Flush, TimingSettings, time_at
+from evolve.evaluate.gpu.timing import L2Flush, time_at
 from evolve.evaluate.measurement import Measurement, Status
 from evolve.evaluate.plan import LaunchPlan, make_plan
 from evolve.hardware import Hardware
 from evolve.kernel.compiler import CompileError, SourceRejected, compile_cuda, first_error, target_arch
 from evolve.kernel.spec import Variant
+from evolve.settings import TimingSettings
 from evolve.task.task import Task, size_label
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import cupy as cp
@@ -27,24 +26,10 @@ from evolve.evaluate.gpu.device import synchronize
 from evolve.evaluate.gpu.loading import Loaded
 from evolve.evaluate.measurement import TimingStats
 from evolve.evaluate.plan import LaunchPlan
+from evolve.settings import TimingSettings
 from evolve.task.task import Task, size_label
 
 MAX_WARMUP_CALLS = 10_000
-
-
-@dataclass(frozen=True)
-class TimingSettings:
-    warmup_ms: float = 25.0
-    warmup_min: int = 10
-    min_samples: int = 10
-    max_samples: int = 100
-    max_time_s: float = 2.0
-    target_rel_iqr: float = 0.01
-    rounds: int = 2  # correctness rounds per size, each with fresh inputs
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> TimingSettings:
-        return cls(**{k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg})
 
 
 # Lines a candidate loaded under an evict_last policy (createpolicy + ld.L2::cache_hint,

@@ -51,7 +51,7 @@ from evolve.record.storage import cached_ceilings, close_storage, open_storage, 
 from evolve.record.variants import VariantStore
 from evolve.results.export import export
 from evolve.results.verify import Verification, verify
-from evolve.search.coordination import Alone, Peers
+from evolve.search.coordination import SharedStudy, SoleEvaluator
 from evolve.search.ledger import Ledger
 from evolve.search.loop import Search
 from evolve.search.schedules import LocalLLM, RemoteLLM, Replay, Schedule, Tuning, proposer_done
@@ -119,15 +119,16 @@ def run(cfg: DictConfig) -> float | None:
             proposer_done(study, "no LLM")
         with contextlib.suppress(KeyboardInterrupt):
             if role == Role.propose and proposer is not None:
-                stop = ProposerProcess(proposer, Peers(study, ledger, settings), c.evolution).run()
+                stop = ProposerProcess(proposer, SharedStudy(study, ledger, settings), c.evolution).run()
             elif backend is not None:
                 callbacks = []
                 if c.backend.record:
                     callbacks.append(RecordingWriter(Path(c.backend.record), hw, task.name).add)
-                peers = Peers(study, ledger, settings) if role == Role.evaluate else Alone(study, ledger)
+                coordination = (SharedStudy(study, ledger, settings) if role == Role.evaluate
+                                else SoleEvaluator(study, ledger))
                 schedule = _schedule(role, proposer, replay, c, study)
                 stop = Search(study, variants, backend, task, objective, hw, settings, callbacks,
-                              ledger=ledger, schedule=schedule, peers=peers).run()
+                              ledger=ledger, schedule=schedule, coordination=coordination).run()
             if helpers:
                 stop = wait_for(helpers)
         checks = None

@@ -13,6 +13,7 @@ tried first with ``backend=replay`` or ``backend=check``, which ignore what they
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -207,24 +208,37 @@ class TimingSettings:
     max_time_s: float = 2.0  # stop sampling after this long ...
     target_rel_iqr: float = 0.01  # ... or once IQR/median is this small
 
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> TimingSettings:
+        """From a plain mapping (what the GPU worker is sent), a missing key at its default."""
+        return cls(**{k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg})
+
 
 @dataclass
 class BackendSettings:
-    """Every backend's settings; each backend reads its own and ignores the others."""
+    """Every backend's settings; each backend reads its own and ignores the others. These are
+    the defaults: the option files conf/backend/*.yaml hold only what differs (cupy's device)."""
 
     name: str = MISSING  # cupy | replay | check
-    device: int = 0  # cupy: CUDA device index of the worker
-    compile_timeout_s: float = 60.0  # cupy: NVRTC time limit per candidate
-    compile_ahead: Any = "auto"  # cupy: processes compiling ahead (auto, or a number; 0: off)
-    timeout_s: float = 120.0  # cupy: wall-clock limit per candidate after compiling
-    profile_timeout_s: float = 180.0  # cupy: Nsight Compute's limit per profiled candidate
-    record: str | None = None  # cupy: append every measurement to this recording
+    device: int = 0  # cupy: CUDA device index of the worker (cupy.yaml: the run's worker index)
+    compile_timeout_s: float = 60.0  # cupy: NVRTC time limit per candidate (a compile bomb is stopped)
+    compile_ahead: Any = "auto"  # cupy: processes compiling the next candidates while the GPU measures
+    # (auto: CPUs - 2, at most 8; 0: off)
+    timeout_s: float = 120.0  # cupy: wall-clock limit per candidate after compiling (check + time)
+    profile_timeout_s: float = 180.0  # cupy, evolution.profile: Nsight Compute's limit per candidate
+    record: str | None = None  # cupy: append every measurement to this recording, for backend=replay
     timing: TimingSettings = field(default_factory=TimingSettings)  # cupy
-    recordings: list[str] = field(default_factory=list)  # replay: extra recording files
-    delay_s: float = 0.0  # replay: seconds per answer
+    recordings: list[str] = field(default_factory=list)  # replay: extra recording files (JSON Lines)
+    delay_s: float = 0.0  # replay: seconds per answer, to rehearse a GPU's pace (progress, interrupts)
     compile_all_up_to: int = 64  # check: a seed's space this small is compiled whole ...
     compile_sample: int = 16  # check: ... a larger one: its default and this many at random
     jobs: Any = "auto"  # check: compiles at once (auto: one per CPU)
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> BackendSettings:
+        """From a plain mapping (what a backend is given), a missing key at its default."""
+        given = {k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg}
+        return cls(**{**given, "timing": TimingSettings.from_config(cfg.get("timing") or {})})
 
 
 @dataclass

@@ -33,6 +33,7 @@ from evolve.kernel.compiler import CompileError, compile_cuda, first_error, nvrt
 from evolve.kernel.cubin import CubinError, inspect
 from evolve.kernel.signature import wrong_types
 from evolve.kernel.spec import Variant
+from evolve.settings import BackendSettings
 from evolve.task.correctness import admit, compare, unjudgeable
 from evolve.task.files import with_task_dir
 from evolve.task.task import Task, load_task, size_label
@@ -57,7 +58,7 @@ def check_task(c: Mapping[str, Any], say: Say = print) -> int:
         problem(str(exc).splitlines()[0])
         return _verdict(c["task"].get("name", "?"), problems, say)
     hw = _target(c["hardware"], say)
-    cfg = c["backend"]
+    backend = BackendSettings.from_config(c["backend"])
     references(task, problem)
     if task.config.get("torch") and not problems:
         own_model(task, problem)
@@ -70,8 +71,8 @@ def check_task(c: Mapping[str, Any], say: Say = print) -> int:
         except EvolveError as exc:
             problem(str(exc))
     traffic(task, problem, say)
-    compiled = seeds(task, hw, problem, say, int(cfg.get("compile_all_up_to", 64)),
-                     int(cfg.get("compile_sample", 16)), _jobs(cfg.get("jobs", "auto")))
+    compiled = seeds(task, hw, problem, say, int(backend.compile_all_up_to), int(backend.compile_sample),
+                     _jobs(backend.jobs))
     if not problems:
         say(f"check: task {task.name} is ready: reference right at {len(task.correctness_sizes)} sizes, "
             f"admitted, {compiled} ({hw.name})")

@@ -7,7 +7,7 @@ import os
 import secrets
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from evolve.evaluate.gpu.ahead import CompileAhead
@@ -16,6 +16,7 @@ from evolve.evaluate.measurement import Measurement, Status
 from evolve.hardware import Hardware, check_device, from_device
 from evolve.kernel.compiler import CompileError, target_arch
 from evolve.kernel.spec import Variant
+from evolve.settings import BackendSettings
 from evolve.task.task import Task
 
 log = logging.getLogger("evolve")
@@ -23,12 +24,13 @@ log = logging.getLogger("evolve")
 
 class CupyBackend:
     def __init__(self, cfg: Mapping[str, Any]):
-        self.timeout_s = float(cfg.get("timeout_s", 120))
-        self.compile_timeout_s = float(cfg.get("compile_timeout_s", 60))
-        self.profile_timeout_s = float(cfg.get("profile_timeout_s", 180))
-        self.settings = dict(cfg.get("timing") or {})
-        self.worker = Worker(int(cfg.get("device", 0)))
-        n = cfg.get("compile_ahead", "auto")
+        s = BackendSettings.from_config(cfg)
+        self.timeout_s = float(s.timeout_s)
+        self.compile_timeout_s = float(s.compile_timeout_s)
+        self.profile_timeout_s = float(s.profile_timeout_s)
+        self.timing = asdict(s.timing)  # sent to the worker
+        self.worker = Worker(int(s.device))
+        n = s.compile_ahead
         n = min(8, max(0, (os.cpu_count() or 1) - 2)) if n == "auto" else int(n)
         self.ahead = CompileAhead(n, self.compile_timeout_s) if n > 0 else None
         self._defines: dict[str, Any] = {}
@@ -40,7 +42,7 @@ class CupyBackend:
         self._key = f"{props['name']}|driver {props['driver']}"
         self.worker.init = {
             "task": dict(task.config), "correctness_sizes": list(task.correctness_sizes),
-            "hardware": hw.to_dict(), "settings": self.settings, "secret": secrets.randbits(62),
+            "hardware": hw.to_dict(), "settings": self.timing, "secret": secrets.randbits(62),
         }
         log.info("warming up the GPU worker: the harness's own kernels for %s's dtypes (compiled once per "
                  "machine, then cached), before the search's clock starts", task.name)

@@ -46,14 +46,16 @@ class ScratchBuffer:
 
 
 @dataclass(frozen=True)
-class Plan:
+class LaunchPlan:
+    """How a variant is launched at one size and configuration: scratch, calls, tensor maps."""
+
     scratch: tuple[ScratchBuffer, ...]
     calls: tuple[Call, ...]
     tensor_maps: tuple[TensorMap, ...] = ()
 
 
 def make_plan(spec: LaunchSpec, task: Task, sizes: Mapping[str, int],
-              tunables: Mapping[str, int], hw: Hardware) -> Plan:
+              tunables: Mapping[str, int], hw: Hardware) -> LaunchPlan:
     """Resolve every expression; raise SpecError with the first limit that is broken."""
     spec.check(tunables)
     buffers = {a.name for a in task.args}
@@ -115,7 +117,7 @@ def make_plan(spec: LaunchSpec, task: Task, sizes: Mapping[str, int],
                 raise SpecError(f"{launch.kernel}: argument {a!r} = {v} does not fit in int32")
             args.append(("int32", v))
         calls.append(Call(launch.kernel, grid, block, shared, tuple(args), cluster))
-    return Plan(tuple(scratch), tuple(calls), tuple(maps.values()))
+    return LaunchPlan(tuple(scratch), tuple(calls), tuple(maps.values()))
 
 
 def scratch_limit(task: Task, hw: Hardware, task_bytes: int) -> int:
@@ -167,7 +169,7 @@ def _prod(shape: tuple[int, ...]) -> int:
     return n
 
 
-def param_mismatch(plan: Plan, info: CubinInfo) -> str | None:
+def param_mismatch(plan: LaunchPlan, info: CubinInfo) -> str | None:
     """Why a compiled kernel's parameters differ from what the plan passes to it, or None.
 
     The driver copies each parameter from host memory by the size the kernel declares: a kernel

@@ -19,13 +19,15 @@ from evolve.evaluate.recording import Recording, builtin_path
 from evolve.hardware import Hardware
 from evolve.kernel.spec import Variant, candidate_key
 from evolve.paths import RECORDINGS_DIR
+from evolve.settings import BackendSettings
 from evolve.task.task import Task, size_label
 
 
 class ReplayBackend:
     def __init__(self, cfg: Mapping[str, Any]):
-        self.extra = [Path(p) for p in cfg.get("recordings") or []]
-        self.delay_s = float(cfg.get("delay_s") or 0.0)
+        s = BackendSettings.from_config(cfg)
+        self.extra = [Path(p) for p in s.recordings]
+        self.delay_s = float(s.delay_s)
 
     def start(self, task: Task, target: Hardware | None) -> Hardware:
         available = sorted(str(p.relative_to(RECORDINGS_DIR)) for p in RECORDINGS_DIR.glob("*/*.jsonl"))

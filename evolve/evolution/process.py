@@ -8,9 +8,9 @@ import logging
 import threading
 import time
 
-from evolve.evolution.proposer import Plan, Proposer
+from evolve.evolution.proposer import Proposal, Proposer
 from evolve.record.schema import StudyAttr
-from evolve.search.coordination import Peers, beating
+from evolve.search.coordination import SharedStudy, beating
 from evolve.search.schedules import AWAY, DONE, RUNNING
 from evolve.settings import EvolutionSettings
 
@@ -26,8 +26,8 @@ class ProposerProcess:
     results that only the next evaluator run brings, and leaves; the next round it starts from what
     the evaluators measured (a failed child's repair first)."""
 
-    def __init__(self, proposer: Proposer, peers: Peers, settings: EvolutionSettings):
-        self.proposer, self.peers, self.s = proposer, peers, settings
+    def __init__(self, proposer: Proposer, coordination: SharedStudy, settings: EvolutionSettings):
+        self.proposer, self.coordination, self.evolution = proposer, coordination, settings
         self.ledger, self.study = proposer.ledger, proposer.ledger.study
 
     def run(self) -> str:
@@ -36,8 +36,8 @@ class ProposerProcess:
         made, state, reason = 0, AWAY, "stopped"  # stopped: interrupted, it may come back
         self._beat()
         try:
-            with beating(self._beat, self.s.proposer_heartbeat_s):  # also while an LLM call waits
-                reason, state, made = self._propose(self.s.children_per_round)
+            with beating(self._beat, self.evolution.proposer_heartbeat_s):  # also while an LLM call waits
+                reason, state, made = self._propose(self.evolution.children_per_round)
         finally:
             self.study.set_user_attr(StudyAttr.PROPOSER, {"state": state, "reason": reason})
         if reason == "round":
@@ -55,35 +55,35 @@ class ProposerProcess:
         side by side)."""
         ledger, made, ends = self.ledger, [0], []
 
-        def next_plan() -> tuple[Plan | None, tuple[str, str] | None]:
+        def next_proposal() -> tuple[Proposal | None, tuple[str, str] | None]:
             with ledger.lock:
-                self.peers.pull()
+                self.coordination.pull()
                 if self.proposer.spent():
                     return None, (str(self.proposer.stopped), DONE)
-                if ledger.used >= ledger.s.n_trials:
+                if ledger.used >= ledger.search.n_trials:
                     return None, ("budget", DONE)
                 full = (rounds and made[0] >= rounds) or ledger.queue_full(rounds or self.proposer.limit)
-                plan = None if full else self.proposer.plan()
-                if plan is None:
+                proposal = None if full else self.proposer.plan()
+                if proposal is None:
                     return None, ("round", AWAY) if rounds else None
                 made[0] += 1
-                return plan, None
+                return proposal, None
 
         errors: list[BaseException] = []
 
         def propose() -> None:
             try:
                 while not errors:
-                    plan, end = next_plan()
+                    proposal, end = next_proposal()
                     if end is not None:
                         ends.append(end)
                         return
-                    if plan is None:
+                    if proposal is None:
                         time.sleep(PROPOSER_POLL_S)
                         continue
-                    outcome = self.proposer.ask(plan)
+                    outcome = self.proposer.ask(proposal)
                     with ledger.lock:
-                        self.proposer.commit(plan, *outcome)
+                        self.proposer.commit(proposal, *outcome)
             except BaseException as exc:  # raised in the process's thread below, as before threads
                 errors.append(exc)
 

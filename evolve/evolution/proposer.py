@@ -32,7 +32,7 @@ IDLE_POLL_S = 0.05  # a proposer thread with nothing to do looks again this ofte
 
 
 @dataclass
-class Plan:
+class Proposal:
     """What one proposal will ask, fixed from the population as of ``seen`` finished trials."""
 
     index: int
@@ -49,7 +49,7 @@ class Proposer:
     def __init__(self, ledger: Ledger, llm: LLM, budget: LLMBudget, prompts: Prompts,
                  log: ExchangeLog, settings: EvolutionSettings, seed: int | None, threads: int = 1):
         self.ledger, self.llm, self.budget, self.prompts = ledger, llm, budget, prompts
-        self.log, self.s = log, settings
+        self.log, self.evolution = log, settings
         self.rng = random.Random(seed)
         self.index = int(ledger.study.user_attrs.get(StudyAttr.PROPOSALS, 0))  # numbers go on over resumes
         self.threads = threads
@@ -62,7 +62,7 @@ class Proposer:
     def limit(self) -> int:
         """Children without a result at most: no more than the LLM works on at once, so that each
         proposal sees the outcome of all but the last few (``evolution.max_pending``)."""
-        return max(1, min(self.s.max_pending, self.threads))
+        return max(1, min(self.evolution.max_pending, self.threads))
 
     @property
     def idle(self) -> bool:
@@ -81,43 +81,43 @@ class Proposer:
         while not stop.is_set() and self.stopped is None:
             with self.ledger.lock:
                 busy = self.ledger.queue_full(self.limit)
-                plan = None if busy or self.spent() else self.plan()
-                self._idle_at = None if busy or plan is not None else self.ledger.observed
-            if plan is None:
+                proposal = None if busy or self.spent() else self.plan()
+                self._idle_at = None if busy or proposal is not None else self.ledger.observed
+            if proposal is None:
                 stop.wait(IDLE_POLL_S)
                 continue
-            outcome = self.ask(plan)
+            outcome = self.ask(proposal)
             with self.ledger.lock:
-                self.commit(plan, *outcome)
+                self.commit(proposal, *outcome)
 
     def run_once(self) -> None:
         """One proposal, in the evaluator's thread (``evolution.overlap=false``)."""
         with self.ledger.lock:
-            plan = None if self.spent() else self.plan()
-            self._idle_at = None if plan is not None else self.ledger.observed
-        if plan is not None:
-            outcome = self.ask(plan)
+            proposal = None if self.spent() else self.plan()
+            self._idle_at = None if proposal is not None else self.ledger.observed
+        if proposal is not None:
+            outcome = self.ask(proposal)
             with self.ledger.lock:
-                self.commit(plan, *outcome)
+                self.commit(proposal, *outcome)
 
     # ---- planning (under the ledger's lock) ------------------------------------------
-    def plan(self) -> Plan | None:
+    def plan(self) -> Proposal | None:
         """Fix the next proposal from the current population; None if there is nothing to do."""
         ledger, pop = self.ledger, self.ledger.population
         index, seen = self.index, pop.observed
-        if self.s.repair and (r := ledger.next_repair()) is not None:
+        if self.evolution.repair and (r := ledger.next_repair()) is not None:
             v = ledger.variants.get(r.vid)
             messages = self.prompts.repair(v.source, r.status, r.reason, r.diagnostics)
             meta = ledger.variants.meta[r.vid]
             parent_best = pop.members.get(meta.parents[0]) if meta.parents else None
             self._started()
-            return Plan(index, Op.REPAIR, seen, [r.vid], meta.island or 0, messages, v.source,
+            return Proposal(index, Op.REPAIR, seen, [r.vid], meta.island or 0, messages, v.source,
                         dict(parent_best.best.params) if parent_best else {})
         if not pop.members:
             return self._write() if not ledger.seed_ids else None
         islands = pop.nonempty_islands()
         island = islands[index % len(islands)]
-        ops = {k: v for k, v in self.s.operators.items()
+        ops = {k: v for k, v in self.evolution.operators.items()
                if k in LLM_OPERATORS and k not in (Op.REPAIR, Op.WRITE) and v > 0}
         if len(pop.members) < 2:
             ops.pop(Op.CROSSOVER, None)
@@ -126,7 +126,7 @@ class Proposer:
         op = self.rng.choices(list(ops), weights=list(ops.values()))[0]
         a = pop.select(island, self.rng)
         assert a is not None
-        failures = [Failure(*f) for f in ledger.recent_failures[-self.s.failures_shown:]]
+        failures = [Failure(*f) for f in ledger.recent_failures[-self.evolution.failures_shown:]]
         if op == Op.CROSSOVER:
             b = pop.select(island, self.rng, exclude=[a]) or next(
                 v for v in pop.inspirations(island, [a], 1))
@@ -134,28 +134,29 @@ class Proposer:
             messages = self.prompts.crossover(*views, failures)
             parents = [a, b]
         else:
-            insp = [self._view(pop.members[v]) for v in pop.inspirations(island, [a], self.s.inspirations)]
+            insp = [self._view(pop.members[v])
+                    for v in pop.inspirations(island, [a], self.evolution.inspirations)]
             messages = self.prompts.mutate(self._view(pop.members[a], profiled=True), failures, insp,
                                            op == Op.MUTATE_DIFF)
             parents = [a]
         self._started()
-        return Plan(index, op, seen, parents, island, messages, ledger.variants.get(a).source,
+        return Proposal(index, op, seen, parents, island, messages, ledger.variants.get(a).source,
                     dict(pop.members[a].best.params))
 
-    def _write(self) -> Plan | None:
+    def _write(self) -> Proposal | None:
         """A task without seeds: the LLM writes a first kernel (while none waits to be measured)."""
         ledger = self.ledger
         if ledger.waiting or ledger.inflight >= self.threads:
             return None
         index = self.index
         self._started()
-        return Plan(index, Op.WRITE, ledger.population.observed, [], index % self.s.islands,
+        return Proposal(index, Op.WRITE, ledger.population.observed, [], index % self.evolution.islands,
                     self.prompts.write(), "", {})
 
     def _started(self) -> None:
         self.index += 1
         self.ledger.study.set_user_attr(StudyAttr.PROPOSALS, self.index)
-        self.ledger.plan_started()
+        self.ledger.proposal_started()
 
     def _view(self, m: Member, profiled: bool = False) -> KernelView:
         """``profiled``: with its recorded profile (a parent's; inspirations go without)."""
@@ -170,19 +171,19 @@ class Proposer:
         )
 
     # ---- asking (no lock held: this is the slow part) -----------------------------------
-    def ask(self, plan: Plan, turns: int = 2, then: str | None = None
+    def ask(self, proposal: Proposal, turns: int = 2, then: str | None = None
             ) -> tuple[Variant | None, str | None, list[str], Completion | None]:
         """Call the LLM (and once more if the answer is unusable); the child or why not.
 
         A replay passes the number of calls the recorded proposal made and, when the recorded one
         ran out of LLM budget, its reason: concurrency decided that, not the record."""
         calls: list[str] = []
-        messages, last, unusable = plan.messages, None, ""
+        messages, last, unusable = proposal.messages, None, ""
         for turn in range(2):
             if turn >= turns:
                 return None, then, calls, last
             try:
-                completion = self._call(messages, plan)
+                completion = self._call(messages, proposal)
             except LLMError as exc:
                 if exc.kind == "budget":
                     self.stopped = str(exc)
@@ -194,7 +195,8 @@ class Proposer:
             calls.append(prompt_hash(messages))
             last = completion
             try:
-                child = parse_child(completion.text, plan.parent_source, f"{plan.operator}-{plan.index}")
+                child = parse_child(completion.text, proposal.parent_source,
+                                    f"{proposal.operator}-{proposal.index}")
                 return child, None, calls, completion
             except AnswerError as exc:
                 if turn == 1:
@@ -203,15 +205,15 @@ class Proposer:
                 messages = self.prompts.retry(messages, completion.text, unusable)
         raise AssertionError("unreachable")
 
-    def _call(self, messages: Messages, plan: Plan) -> Completion:
+    def _call(self, messages: Messages, proposal: Proposal) -> Completion:
         self.budget.reserve()
         completion = None
         try:
-            completion = self.llm.complete(messages, self._purpose(plan))
+            completion = self.llm.complete(messages, self._purpose(proposal))
             return completion
         except LLMError as exc:
-            self.log.write("call", prompt_hash=prompt_hash(messages), proposal=plan.index,
-                           operator=plan.operator, model=self.llm.model, messages=messages,
+            self.log.write("call", prompt_hash=prompt_hash(messages), proposal=proposal.index,
+                           operator=proposal.operator, model=self.llm.model, messages=messages,
                            error=f"{exc.kind}: {exc}")
             raise
         finally:
@@ -222,34 +224,35 @@ class Proposer:
                 self.budget.settle(c.prompt_tokens if c else 0, c.completion_tokens if c else 0,
                                    c.cost_usd if c else 0.0)
             if c is not None and not c.again:
-                self.log.write("call", prompt_hash=prompt_hash(messages), proposal=plan.index,
-                               operator=plan.operator, model=c.model, messages=messages,
+                self.log.write("call", prompt_hash=prompt_hash(messages), proposal=proposal.index,
+                               operator=proposal.operator, model=c.model, messages=messages,
                                response=c.text, prompt_tokens=c.prompt_tokens,
                                completion_tokens=c.completion_tokens, cost_usd=c.cost_usd,
                                latency_s=round(c.latency_s, 3), attempts=c.attempts)
 
-    def _purpose(self, plan: Plan) -> Purpose:
+    def _purpose(self, proposal: Proposal) -> Purpose:
         meta = self.ledger.variants.meta
-        names = [meta[p].name if p in meta else p for p in plan.parents]
-        return Purpose(plan.index, plan.operator, tuple(zip(plan.parents, names, strict=True)),
-                       self.prompts.answer_format(plan.operator == "mutate_diff"))
+        names = [meta[p].name if p in meta else p for p in proposal.parents]
+        return Purpose(proposal.index, proposal.operator, tuple(zip(proposal.parents, names, strict=True)),
+                       self.prompts.answer_format(proposal.operator == "mutate_diff"))
 
     # ---- committing (under the ledger's lock) -------------------------------------------
-    def commit(self, plan: Plan, child: Variant | None, reason: str | None, calls: list[str],
+    def commit(self, proposal: Proposal, child: Variant | None, reason: str | None, calls: list[str],
                completion: Completion | None) -> None:
         """Register the child and queue its first trial; log the proposal."""
         ledger = self.ledger
-        ledger.plan_ended()
+        ledger.proposal_ended()
         c = completion
         model, tokens = (c.model, c.prompt_tokens + c.completion_tokens) if c else ("", 0)
         if child is not None and not ledger.variants.add(
-                child, operator=plan.operator, parents=plan.parents, island=plan.island, model=model,
-                tokens=tokens):
+                child, operator=proposal.operator, parents=proposal.parents, island=proposal.island,
+                model=model, tokens=tokens):
             reason = f"duplicate: same code as {ledger.variants.get(child.id).name}"
             child = None
         if child is not None:
-            tunables = plan.first_tunables if _fits(child, plan.first_tunables) else child.spec.default
-            ledger.enqueue(child, tunables, plan.operator, parents=plan.parents,
+            first = proposal.first_tunables
+            tunables = first if _fits(child, first) else child.spec.default
+            ledger.enqueue(child, tunables, proposal.operator, parents=proposal.parents,
                            extra={Attr.LLM_MODEL: model, Attr.LLM_TOKENS: tokens})
         if reason:
             kind = reason.split(":", 1)[0]
@@ -259,9 +262,9 @@ class Proposer:
                 self.stopped = f"{MAX_FAILED_STREAK} proposals in a row gave no child (last: {reason[:200]})"
         else:
             self._streak = 0
-        self.log.write("proposal", index=plan.index, operator=plan.operator, seen=plan.seen,
-                       after=ledger.enqueued - (1 if child is not None else 0), parents=plan.parents,
-                       island=plan.island, calls=calls, variant=child.id if child else None,
+        self.log.write("proposal", index=proposal.index, operator=proposal.operator, seen=proposal.seen,
+                       after=ledger.enqueued - (1 if child is not None else 0), parents=proposal.parents,
+                       island=proposal.island, calls=calls, variant=child.id if child else None,
                        child=child.name if child else None, reason=reason)
 
 

@@ -67,7 +67,7 @@ class StudyAttr:
     """Study user attributes this package reads back (the identity of a run is the CLI's)."""
 
     ELAPSED_S = "elapsed_s"  # search time, summed over resumes
-    PROPOSER = "proposer"  # a proposer process's state and heartbeat (see proposing.py)
+    PROPOSER = "proposer"  # a proposer process's state and heartbeat (see search/schedules.py)
     PROPOSALS = "llm_proposals"  # LLM proposals planned so far, over resumes: the next one's number
     HARDWARE_SPEC = "hardware_spec"  # the Hardware the evaluators measure on
     INCLUDES = "includes"  # the allowed headers the evaluators' NVRTC compiles (for proposers elsewhere)

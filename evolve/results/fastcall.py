@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evolve import dtypes
-from evolve.evaluate.plan import Call, Plan
+from evolve.evaluate.plan import Call, LaunchPlan
 from evolve.task.task import Task, size_label
 
 _MAX_CACHED = 256  # shapes kept per kernel: a model calls it at a handful
@@ -90,12 +90,12 @@ class Geometry:
     """What a shape fixes: the sizes, the plan and the outputs to allocate (index, shape, dtype)."""
 
     sizes: dict[str, int]
-    plan: Plan
+    plan: LaunchPlan
     outputs: tuple[tuple[int, tuple[int, ...], str], ...]
 
 
 def geometry(task: Task, shapes: Sequence[tuple[int, ...] | None], sizes: Mapping[str, int],
-             plan: Callable[[dict[str, int]], Plan]) -> Geometry:
+             plan: Callable[[dict[str, int]], LaunchPlan]) -> Geometry:
     """Bind the sizes from the shapes of the arguments given (None: an output to allocate) and
     make the plan; ValueError says which argument does not fit."""
     given = {a.name: s for a, s in zip(task.args, shapes, strict=True) if s is not None}
@@ -118,11 +118,11 @@ class _Prepared:
 class TorchPath:
     """The per-shape cache and the launch, for one kernel on PyTorch tensors."""
 
-    def __init__(self, task: Task, plan: Callable[[int, dict[str, int]], tuple[Any, Plan]]):
+    def __init__(self, task: Task, plan: Callable[[int, dict[str, int]], tuple[Any, LaunchPlan]]):
         import torch
 
         self.task = task
-        self._plan = plan  # (device, sizes) -> (Loaded, Plan): compiled, loaded and checked once
+        self._plan = plan  # (device, sizes) -> (Loaded, LaunchPlan): compiled, loaded and checked once
         self._torch = torch
         self._dtypes = [getattr(torch, a.dtype) for a in task.args]
         self._first = next(i for i, a in enumerate(task.args) if a.role != "output")  # always given
@@ -163,7 +163,7 @@ class TorchPath:
         torch = self._torch
         holder: dict[str, Any] = {}
 
-        def plan(bound: dict[str, int]) -> Plan:
+        def plan(bound: dict[str, int]) -> LaunchPlan:
             holder["loaded"], found = self._plan(device, bound)
             return found
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from evolve import dtypes
 from evolve.errors import EvolveError
-from evolve.evaluate.plan import Plan, make_plan
+from evolve.evaluate.plan import LaunchPlan, make_plan
 from evolve.hardware import Hardware
 from evolve.kernel.spec import Variant
 from evolve.results.bestpy import function_name, op_schema, plain_name
@@ -60,7 +60,7 @@ class Kernel:
         self.tunables = dict(tunables)
         self._lock = threading.Lock()
         self._loaded: dict[int, tuple[Any, Hardware]] = {}  # by device: the module and the device
-        self._plans: dict[tuple[int, tuple[tuple[str, int], ...]], Plan] = {}
+        self._plans: dict[tuple[int, tuple[tuple[str, int], ...]], LaunchPlan] = {}
         self._torch_libs: list[Any] = []  # registrations live as long as their Library objects
         self._ops: dict[tuple[str, str], Any] = {}
         self._torch_path: Any = None
@@ -160,7 +160,7 @@ class Kernel:
                 raise ValueError(f"{self.task.name}: {arg.name} must be contiguous (row-major); "
                                  "use .contiguous() or cupy.ascontiguousarray")
 
-    def _prepare(self, device: int, sizes: Mapping[str, int]) -> tuple[Any, Plan]:
+    def _prepare(self, device: int, sizes: Mapping[str, int]) -> tuple[Any, LaunchPlan]:
         """The module on this device (compiled once, loaded once) and the plan for these sizes."""
         import cupy as cp
 
@@ -328,13 +328,13 @@ def _empty_like(first: Any, shape: tuple[int, ...], dtype: str) -> Any:
     return cp.empty(shape, dtype=dtypes.storage(dtype))
 
 
-def _scratch(plan: Plan) -> dict[str, Any]:
+def _scratch(plan: LaunchPlan) -> dict[str, Any]:
     import cupy as cp
 
     return {s.name: cp.empty(s.count, dtype=dtypes.storage(s.dtype)) for s in plan.scratch}
 
 
-def _run(loaded: Any, plan: Plan, views: Mapping[str, Any]) -> None:
+def _run(loaded: Any, plan: LaunchPlan, views: Mapping[str, Any]) -> None:
     from evolve.evaluate.gpu.failure import Crashed, Fail
 
     try:

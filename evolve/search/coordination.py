@@ -3,13 +3,15 @@
 Evaluators and a proposer share nothing but the storage. A measuring evaluator marks its trial
 alive every ``search.heartbeat_s``; a RUNNING trial silent for ``search.stale_after_s`` lost its
 evaluator (killed, machine gone) and is queued again by whoever notices. Silent means that its mark
-has not changed for that long by the watcher's own clock (``Silence``): a mark is written with the
-writer's clock, and machines' clocks disagree (a storage copied from another machine carries the
-times of its clock), so a mark is compared only with its earlier value, never with the local time.
-Results of the others reach this process's ledger by pulling them from the storage.
+has not changed for that long by the watcher's own clock (``HeartbeatWatch``): a mark is written
+with the writer's clock, and machines' clocks disagree (a storage copied from another machine
+carries the times of its clock), so a mark is compared only with its earlier value, never with the
+local time. Results of the others reach this process's ledger by pulling them from the storage.
 
-``Alone`` is the one evaluator of a study (``role=all``): a RUNNING trial it finds at start was
-left by a run that died. ``Peers`` is one of several processes (``role=evaluate``, ``propose``).
+A process's coordination is named for who else is on its study. ``SoleEvaluator`` is the one
+evaluator of a study (``role=all``): a RUNNING trial it finds at start was left by a run that died.
+``SharedStudy`` is one of several processes on a study: evaluators (``role=evaluate``) and a
+proposer (``role=propose``), so it is named for the study they share, not for a role.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def alive(study: optuna.Study, trial_id: int, every_s: float) -> contextlib.Abst
     return beating(lambda: record.mark_alive(study, trial_id), every_s)
 
 
-class Silence:
+class HeartbeatWatch:
     """How long heartbeats have not changed, by this process's clock (``time.monotonic``).
 
     A heartbeat seen for the first time, or changed since last look, has been silent for 0 s
@@ -92,7 +94,7 @@ def _requeue_dead(study: optuna.Study, t: FrozenTrial) -> bool:
     return status is not None
 
 
-class Alone:
+class SoleEvaluator:
     """The only evaluator of its study."""
 
     def __init__(self, study: optuna.Study, ledger: Ledger):
@@ -116,20 +118,20 @@ class Alone:
         """Nothing of another's can be left RUNNING."""
 
 
-class Peers:
+class SharedStudy:
     """One of several processes on the study."""
 
     def __init__(self, study: optuna.Study, ledger: Ledger, settings: SearchSettings):
-        self.study, self.ledger, self.s = study, ledger, settings
+        self.study, self.ledger, self.search = study, ledger, settings
         self._last_reap = 0.0
-        self._silence = Silence()
+        self._watch = HeartbeatWatch()
 
     def recover(self) -> None:
         """RUNNING trials are being measured by the others; ``reap`` notices the dead."""
 
     def sync(self) -> None:
         """Before each decision of the evaluator's loop: reap now and then, then pull."""
-        if time.monotonic() - self._last_reap > self.s.heartbeat_s:
+        if time.monotonic() - self._last_reap > self.search.heartbeat_s:
             self.reap()
             self._last_reap = time.monotonic()
         self.pull()
@@ -143,13 +145,13 @@ class Peers:
     def reap(self) -> int:
         """Queue again the RUNNING trials whose evaluator stopped beating (killed, machine lost)."""
         stale, running = 0, self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-        self._silence.keep({record.trial_id(t) for t in running})
+        self._watch.keep({record.trial_id(t) for t in running})
         for t in running:
-            if self._silence.silent_for(record.trial_id(t), record.heartbeat(t)) > self.s.stale_after_s:
+            if self._watch.silent_for(record.trial_id(t), record.heartbeat(t)) > self.search.stale_after_s:
                 stale += _requeue_dead(self.study, t)
         if stale:
             log.warning("ended %d trial(s) whose evaluator stopped (no heartbeat for %.0f s)",
-                        stale, self.s.stale_after_s)
+                        stale, self.search.stale_after_s)
         return stale
 
     def claim(self, trial_id: int, vid: str, params: Mapping[str, Any]) -> Status | None:
@@ -161,14 +163,14 @@ class Peers:
         while True:
             earlier = [t for t in self.study.get_trials(deepcopy=False)
                        if record.trial_id(t) < trial_id and t.user_attrs.get(Attr.STATUS) not in NOT_COUNTED]
-            if len(earlier) < self.s.n_trials:
+            if len(earlier) < self.search.n_trials:
                 break
             running = sum(t.state == TrialState.RUNNING for t in earlier)
-            if len(earlier) - running >= self.s.n_trials or not running:
+            if len(earlier) - running >= self.search.n_trials or not running:
                 return Status.OVER_BUDGET
             # an earlier trial still measuring may yet be cut (its evaluator dies): wait and see
             record.mark_alive(self.study, trial_id)
-            time.sleep(min(self.s.heartbeat_s, CLAIM_POLL_S))
+            time.sleep(min(self.search.heartbeat_s, CLAIM_POLL_S))
             self.reap()
         key = candidate_key(vid, params)
         if any(record.candidate_of(t) == key for t in earlier):
@@ -177,10 +179,10 @@ class Peers:
 
     def drain(self) -> None:
         """Before leaving, queue again the trials of evaluators that died, so none stays RUNNING."""
-        deadline = time.monotonic() + self.s.stale_after_s + 2 * self.s.heartbeat_s
+        deadline = time.monotonic() + self.search.stale_after_s + 2 * self.search.heartbeat_s
         self.reap()  # what is RUNNING now is watched from now on
         self.pull()
         while self.ledger.running and time.monotonic() < deadline:
-            time.sleep(self.s.heartbeat_s)
+            time.sleep(self.search.heartbeat_s)
             self.reap()
             self.pull()

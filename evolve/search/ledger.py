@@ -46,7 +46,7 @@ class Repair:
 class Ledger:
     def __init__(self, study: optuna.Study, variants: VariantStore, search: SearchSettings,
                  evolution: EvolutionSettings, prefetch: Prefetch | None = None):
-        self.study, self.variants, self.s, self.evo = study, variants, search, evolution
+        self.study, self.variants, self.search, self.evolution = study, variants, search, evolution
         self.prefetch = prefetch  # told of each queued candidate (the backend compiles ahead)
         self.lock = threading.RLock()
         self.tuners: dict[str, VariantTuner] = {}
@@ -70,15 +70,14 @@ class Ledger:
     # ---- building -------------------------------------------------------------------------------
     def add_seeds(self, seeds: Iterable[Variant]) -> None:
         for i, v in enumerate(seeds):
-            self.variants.add(v, operator=Op.SEED, parents=[], island=i % self.evo.islands)
+            self.variants.add(v, operator=Op.SEED, parents=[], island=i % self.evolution.islands)
             self.seed_ids.append(v.id)
 
     def tuner(self, vid: str) -> VariantTuner:
         if vid not in self.tuners:
             v = self.variants.get(vid)
-            self.tuners[vid] = VariantTuner(
-                vid, v.spec, make_sampler(self.s.sampler, self.s.seed), self.s.seed, self.s.climb
-            )
+            self.tuners[vid] = VariantTuner(vid, v.spec, make_sampler(self.search.sampler, self.search.seed),
+                                            self.search.seed, self.search.climb)
         return self.tuners[vid]
 
     def restore(self) -> None:
@@ -133,7 +132,7 @@ class Ledger:
         if op == Op.TUNE:
             self.credits -= 1
         elif first and op in (Op.SEED, *LLM_OPERATORS):
-            self.credits += self.evo.tune_per_child
+            self.credits += self.evolution.tune_per_child
         if t.state == TrialState.FAIL:
             status = t.user_attrs.get(Attr.STATUS, "?")
             self.failures[status] = self.failures.get(status, 0) + 1
@@ -152,7 +151,7 @@ class Ledger:
     # ---- the budget -----------------------------------------------------------------------------
     def budget_full(self) -> bool:
         """Every trial left is spoken for (queued, or a child on its way)."""
-        return self.used + self.waiting + self.inflight >= self.s.n_trials
+        return self.used + self.waiting + self.inflight >= self.search.n_trials
 
     def queue_full(self, max_pending: int) -> bool:
         """For a proposer: ``max_pending`` LLM children have no result yet, or the budget is
@@ -161,7 +160,7 @@ class Ledger:
         proposer waits for their outcome rather than plan more of them blind."""
         if self.inflight + self.children_out() >= max_pending:
             return True
-        return self.used + self.waiting + self.running + self.inflight >= self.s.n_trials
+        return self.used + self.waiting + self.running + self.inflight >= self.search.n_trials
 
     def children_out(self) -> int:
         """LLM children queued or being measured whose first result is not in yet."""
@@ -221,13 +220,13 @@ class Ledger:
         tuner = self.tuner(vid)
         if tuner.best is None:
             return math.inf
-        return tuner.best * (1 - self.s.explore / math.sqrt(1 + tuner.n_measured))
+        return tuner.best * (1 - self.search.explore / math.sqrt(1 + tuner.n_measured))
 
     # ---- LLM proposals --------------------------------------------------------------------------
-    def plan_started(self) -> None:
+    def proposal_started(self) -> None:
         self.inflight += 1
 
-    def plan_ended(self) -> None:
+    def proposal_ended(self) -> None:
         self.inflight -= 1
 
     def next_repair(self) -> Repair | None:

@@ -5,7 +5,7 @@ that carries its variant) and evaluated by popping it with ``ask``; the two halv
 in the storage, so a resumed run, or another process, continues where the last one stopped.
 Failed candidates are FAIL trials with their reason, so the budget and the dashboard see them.
 
-The loop asks its schedule (proposing.py) what to do next, keeps its ledger (ledger.py) current,
+The loop asks its schedule (schedules.py) what to do next, keeps its ledger (ledger.py) current,
 and leaves other processes on the study to its coordination (coordination.py).
 """
 
@@ -33,7 +33,7 @@ from evolve.kernel.spec import Variant
 from evolve.record import schema as record
 from evolve.record.schema import Attr, StudyAttr, flip_note
 from evolve.record.variants import VariantStore
-from evolve.search.coordination import Alone, Peers, alive
+from evolve.search.coordination import SharedStudy, SoleEvaluator, alive
 from evolve.search.ledger import Ledger
 from evolve.search.profiler import Profiler
 from evolve.search.schedules import Action, Schedule, Tuning
@@ -56,16 +56,16 @@ class Search:
                  objective: Objective, hardware: Hardware, settings: SearchSettings,
                  callbacks: Iterable[Callback] = (), evolution: EvolutionSettings | None = None, *,
                  ledger: Ledger | None = None, schedule: Schedule | None = None,
-                 peers: Alone | Peers | None = None):
+                 coordination: SoleEvaluator | SharedStudy | None = None):
         self.study, self.variants, self.backend = study, variants, backend
-        self.task, self.objective, self.hw, self.s = task, objective, hardware, settings
+        self.task, self.objective, self.hw, self.search = task, objective, hardware, settings
         self.callbacks = list(callbacks)
         self.ledger = ledger or Ledger(study, variants, settings, evolution or EvolutionSettings(),
                                        prefetch=backend.prefetch)
         self.schedule = schedule or Tuning()
-        self.peers = peers or Alone(study, self.ledger)
+        self.coordination = coordination or SoleEvaluator(study, self.ledger)
         self.profiler = (Profiler(study, backend, objective.sizes(task)[0])
-                         if self.ledger.evo.profile else None)
+                         if self.ledger.evolution.profile else None)
         self._verdicts: dict[str, list[int]] = {}  # variant name -> [passed, judged wrong on values]
 
     def add_seeds(self, seeds: Iterable[Variant]) -> None:
@@ -74,7 +74,7 @@ class Search:
     def run(self) -> str:
         """Search until the budget, the time limit or the space runs out; say which."""
         ledger = self.ledger
-        self.peers.recover()
+        self.coordination.recover()
         ledger.restore()
         if self.profiler is not None:
             pop = ledger.population
@@ -82,21 +82,21 @@ class Search:
                                     pop.members[vid].best.params, pop.members[vid].best_ms)
                                    for vid in sorted({v for island in pop.islands for v in island}))
         elapsed = resumed = float(self.study.user_attrs.get(StudyAttr.ELAPSED_S, 0.0))
-        bar = tqdm(total=self.s.n_trials, initial=min(ledger.used, self.s.n_trials), unit="trial",
+        bar = tqdm(total=self.search.n_trials, initial=min(ledger.used, self.search.n_trials), unit="trial",
                    desc=self.study.study_name, dynamic_ncols=True,
-                   disable=not (self.s.progress and sys.stderr.isatty()))
+                   disable=not (self.search.progress and sys.stderr.isatty()))
         self._postfix(bar)
         stop = threading.Event()
         threads = self.schedule.start(stop)
         reason = "budget"
         try:
             with logging_redirect_tqdm(), bar:
-                while ledger.used < self.s.n_trials:
-                    if self.s.timeout is not None and elapsed >= self.s.timeout:
+                while ledger.used < self.search.n_trials:
+                    if self.search.timeout is not None and elapsed >= self.search.timeout:
                         reason = "timeout"
                         break
                     t0 = time.monotonic()
-                    self.peers.sync()
+                    self.coordination.sync()
                     with ledger.lock:
                         action = self.schedule.next(ledger)
                     if action == Action.WAIT:
@@ -125,7 +125,7 @@ class Search:
             stop.set()
             for th in threads:
                 th.join(timeout=JOIN_S)
-        self.peers.drain()
+        self.coordination.drain()
         return reason
 
     def _evaluate_next(self) -> bool:
@@ -145,7 +145,7 @@ class Search:
             return True
         variant = self.variants.get(vid)
         fixed = record.fixed_params(record.stored(self.study, tid))
-        if (why := self.peers.claim(tid, vid, fixed)) is not None:
+        if (why := self.coordination.claim(tid, vid, fixed)) is not None:
             record.skip(self.study, trial, why)
             return False
         tunables = {
@@ -153,7 +153,7 @@ class Search:
         }
         self._look_ahead()
         try:
-            with alive(self.study, tid, self.s.heartbeat_s):
+            with alive(self.study, tid, self.search.heartbeat_s):
                 m = self.backend.evaluate(variant, tunables, self.objective.sizes(self.task))
                 value = self.objective.value_ms(m, self.task) if m.ok else None
                 if value is not None and self.profiler is not None:
@@ -196,7 +196,7 @@ class Search:
         ledger, depth = self.ledger, max(1, self.backend.prepares())
         with ledger.lock:
             while (ledger.waiting < depth
-                   and ledger.used + ledger.running + ledger.waiting + 2 <= self.s.n_trials
+                   and ledger.used + ledger.running + ledger.waiting + 2 <= self.search.n_trials
                    and (ledger.propose_seed() or ledger.propose_tune())):
                 pass
 

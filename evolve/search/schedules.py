@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import optuna
 
 from evolve.record.schema import StudyAttr
-from evolve.search.coordination import Silence
+from evolve.search.coordination import HeartbeatWatch
 from evolve.search.ledger import Ledger
 from evolve.settings import EvolutionSettings
 
@@ -47,8 +47,8 @@ class Proposing(Protocol):
     def run(self, stop: threading.Event) -> None: ...
     def run_once(self) -> None: ...
     def plan(self) -> Any: ...  # the next proposal, or None
-    def ask(self, plan: Any, turns: int = 2, then: str | None = None) -> Any: ...
-    def commit(self, plan: Any, *outcome: Any) -> None: ...
+    def ask(self, proposal: Any, turns: int = 2, then: str | None = None) -> Any: ...
+    def commit(self, proposal: Any, *outcome: Any) -> None: ...
 
 
 class Action(StrEnum):
@@ -82,7 +82,7 @@ def _take(ledger: Ledger) -> Action:
     return Action.EVALUATE
 
 
-class Live:
+class LiveSchedule:
     """The schedule of a live run: seeds first; then tuning, which each new variant pays for with
     credits while an LLM proposes; the rest of the budget is kept for children on their way.
     Subclasses say whether an LLM is at work and what to do while it is."""
@@ -92,7 +92,7 @@ class Live:
     def next(self, ledger: Ledger) -> Action:
         if ledger.waiting or ledger.propose_seed():
             return _take(ledger)
-        n = ledger.s.n_trials
+        n = ledger.search.n_trials
         if ledger.inflight and ledger.used + ledger.waiting + ledger.inflight >= n:
             return Action.WAIT  # the rest of the budget is reserved for children on their way
         if ledger.used + ledger.running >= n:
@@ -131,11 +131,11 @@ class Live:
         raise AssertionError("only a proposer without overlap proposes in the evaluator's thread")
 
 
-class Tuning(Live):
+class Tuning(LiveSchedule):
     """No LLM: seeds and tuning only."""
 
 
-class LocalLLM(Live):
+class LocalLLM(LiveSchedule):
     def __init__(self, proposer: Proposing, overlap: bool):
         self.proposer, self.overlap = proposer, overlap
 
@@ -163,7 +163,7 @@ class LocalLLM(Live):
         self.proposer.run_once()
 
 
-class RemoteLLM(Live):
+class RemoteLLM(LiveSchedule):
     """The LLM works in a proposer process (``role=evaluate``), known by what it says in the study:
 
     - running, its heartbeat changing: wait for its children (meanwhile tune with the credits
@@ -175,38 +175,38 @@ class RemoteLLM(Live):
 
     Before any proposer said anything, or once one fell silent (killed): in rounds
     (``evolution.children_per_round``) as if away; otherwise tune, and once nothing is left wait
-    ``idle_wait_s`` for one to start. The heartbeat is judged by ``Silence``, not by comparing
+    ``idle_wait_s`` for one to start. The heartbeat is judged by ``HeartbeatWatch``, not by comparing
     times: it was written with another machine's clock."""
 
     def __init__(self, study: optuna.Study, settings: EvolutionSettings):
-        self.study, self.s = study, settings
-        self._silence = Silence()
+        self.study, self.evolution = study, settings
+        self._watch = HeartbeatWatch()
 
     def _state(self) -> dict[str, Any]:
         return self.study.user_attrs.get(StudyAttr.PROPOSER) or {}
 
     def _beating(self) -> bool:
         state = self._state()
-        return (state.get("state") == RUNNING and self._silence.silent_for(
-            StudyAttr.PROPOSER, state.get("heartbeat")) < self.s.proposer_stale_after_s)
+        return (state.get("state") == RUNNING and self._watch.silent_for(
+            StudyAttr.PROPOSER, state.get("heartbeat")) < self.evolution.proposer_stale_after_s)
 
     def _returns(self) -> bool:
         """Its children come later, in another round."""
         state = self._state().get("state")
-        return state == AWAY or (self.s.children_per_round > 0 and state != DONE)
+        return state == AWAY or (self.evolution.children_per_round > 0 and state != DONE)
 
     def active(self) -> bool:
         return self._beating() or self._returns()
 
     def while_working(self, ledger: Ledger) -> Action | None:
-        if self._beating() or time.monotonic() - ledger.last_work < self.s.idle_wait_s:
+        if self._beating() or time.monotonic() - ledger.last_work < self.evolution.idle_wait_s:
             return Action.WAIT  # for the proposer process's next child
         if ledger.running:
             return Action.WAIT  # measured elsewhere: it may come back (its evaluator died) to measure here
         return Action.IDLE
 
     def may_bring(self, idle_s: float) -> bool:
-        return self._state().get("state") != DONE and idle_s < self.s.idle_wait_s
+        return self._state().get("state") != DONE and idle_s < self.evolution.idle_wait_s
 
 
 def proposer_done(study: optuna.Study, reason: str) -> None:
@@ -245,21 +245,21 @@ class Replay:
     def _follow(self, ledger: Ledger) -> None:
         while self.schedule and self.schedule[0]["seen"] <= ledger.observed:
             entry = self.schedule.pop(0)
-            plan = self.proposer.plan()
+            proposal = self.proposer.plan()
             reason = entry.get("reason") or ""
             refused = reason.startswith("llm_budget") or "; no retry (llm_budget" in reason
-            outcome = None if plan is None else self.proposer.ask(
-                plan, turns=len(entry["calls"]), then=reason if refused else None)
-            self._held.append((entry, plan, outcome))
+            outcome = None if proposal is None else self.proposer.ask(
+                proposal, turns=len(entry["calls"]), then=reason if refused else None)
+            self._held.append((entry, proposal, outcome))
         self._commit_held(ledger, force=False)
 
     def _commit_held(self, ledger: Ledger, force: bool) -> None:
         for item in list(self._held):
-            entry, plan, outcome = item
-            if plan is None or outcome is None:
+            entry, proposal, outcome = item
+            if proposal is None or outcome is None:
                 self._held.remove(item)
             elif force or entry["after"] <= ledger.enqueued:
                 self._held.remove(item)
-                self.proposer.commit(plan, *outcome)
+                self.proposer.commit(proposal, *outcome)
                 if force:
                     return

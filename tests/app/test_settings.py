@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ValidationError
 
 from evolve.paths import CONF_DIR
-from evolve.settings import EvolveConfig, LLMSettings, SearchSettings, StorageSettings
+from evolve.settings import BackendSettings, EvolveConfig, LLMSettings, SearchSettings, StorageSettings
 
-TYPED_GROUPS = {"search": SearchSettings, "llm": LLMSettings, "storage": StorageSettings}
+TYPED_GROUPS = {"search": SearchSettings, "llm": LLMSettings, "storage": StorageSettings,
+                "backend": BackendSettings}
 
 
 def compose_with(*overrides: str) -> DictConfig:
@@ -38,11 +41,29 @@ def test_the_schema_refuses_unknown_settings_and_wrong_types(override: str, erro
 
 @pytest.mark.parametrize("group", sorted(TYPED_GROUPS))
 def test_option_files_hold_only_what_differs_from_the_defaults(group: str) -> None:
-    defaults = {f.name: f.default for f in dataclasses.fields(TYPED_GROUPS[group])}
+    """A default has one home, its dataclass: a copy in an option file could drift from it."""
     for path in sorted((CONF_DIR / group).glob("*.yaml")):
-        for key, value in (yaml.safe_load(path.read_text()) or {}).items():
-            assert key in defaults, f"{path.name}: {key} is not a setting"
-            assert value != defaults[key], f"{path.name}: {key}={value!r} repeats the default"
+        _differs(yaml.safe_load(path.read_text()) or {}, TYPED_GROUPS[group](), path.name)
+
+
+def _differs(given: Mapping[str, Any], defaults: Any, where: str) -> None:
+    """Every key is a setting, and no value repeats its default (nested settings: key by key)."""
+    names = {f.name for f in dataclasses.fields(defaults)}
+    for key, value in given.items():
+        assert key in names, f"{where}: {key} is not a setting"
+        default = getattr(defaults, key)
+        if dataclasses.is_dataclass(default):
+            _differs(value, default, f"{where}: {key}")
+        else:
+            assert value != default, f"{where}: {key}={value!r} repeats the default"
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (CONF_DIR / "backend").glob("*.yaml")))
+def test_a_backend_given_only_its_name_has_the_settings_of_its_option_file(name: str) -> None:
+    """What a backend reads of a partial mapping (a test's, a benchmark's) is what a run composes
+    (cupy's device is the run's worker, 0 here)."""
+    composed = OmegaConf.to_object(compose_with(f"backend={name}", "worker=0").backend)
+    assert composed == BackendSettings.from_config({"name": name})
 
 
 def test_the_top_configuration_leaves_the_settings_to_the_schema() -> None:

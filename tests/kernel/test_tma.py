@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from evolve.errors import SpecError
-from evolve.evaluate.plan import ARG_BYTES, Plan, make_plan, param_mismatch
+from evolve.evaluate.plan import ARG_BYTES, LaunchPlan, make_plan, param_mismatch
 from evolve.hardware import named
 from evolve.kernel.compiler import compile_cuda
 from evolve.kernel.cubin import inspect
@@ -43,7 +43,7 @@ SIZES = {"M": 255, "N": 129, "K": 520}  # hgemm: M and N ragged, K a multiple of
 DEFAULT = {"BM": 128, "BN": 64, "BK": 64, "SW": 128, "CL": 2}
 
 
-def gemm(spec: str = GEMM, **tunables: int) -> Plan:
+def gemm(spec: str = GEMM, **tunables: int) -> LaunchPlan:
     v = Variant.parse(spec)
     return make_plan(v.spec, task("hgemm"), tunables.pop("sizes", SIZES), {**DEFAULT, **tunables}, H200)
 

@@ -18,7 +18,7 @@ import pytest
 
 from evolve.bench.overhead import table
 from evolve.bench.report import markdown
-from evolve.evaluate.plan import Call, Plan, make_plan, param_mismatch
+from evolve.evaluate.plan import Call, LaunchPlan, make_plan, param_mismatch
 from evolve.hardware import catalog
 from evolve.kernel.compiler import compile_cuda
 from evolve.kernel.cubin import inspect as inspect_cubin
@@ -33,7 +33,7 @@ from tests.helpers.tasks import task
 H200 = catalog()["h200"][0]
 
 
-def _plan(t: Task, v: Variant, cfg: dict[str, int]) -> Callable[[dict[str, int]], Plan]:
+def _plan(t: Task, v: Variant, cfg: dict[str, int]) -> Callable[[dict[str, int]], LaunchPlan]:
     return lambda sizes: make_plan(v.spec, t, sizes, cfg, H200)
 
 

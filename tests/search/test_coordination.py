@@ -14,7 +14,7 @@ from evolve.evaluate.measurement import Status
 from evolve.kernel.spec import candidate_key
 from evolve.record import schema as record
 from evolve.record.variants import VariantStore
-from evolve.search.coordination import Alone, Peers, alive
+from evolve.search.coordination import SharedStudy, SoleEvaluator, alive
 from evolve.search.ledger import Ledger
 from evolve.settings import EvolutionSettings, SearchSettings
 from tests.helpers.tasks import task, variant_store
@@ -22,19 +22,19 @@ from tests.helpers.tasks import task, variant_store
 NAIVE = task("softmax").seeds()[0]
 
 
-def peers(store: VariantStore, n_trials: int = 10, stale_after_s: float = 0.2) -> Peers:
+def shared(store: VariantStore, n_trials: int = 10, stale_after_s: float = 0.2) -> SharedStudy:
     s = SearchSettings(n_trials=n_trials, seed=0, heartbeat_s=0.05, stale_after_s=stale_after_s)
     led = Ledger(store.study, store, s, EvolutionSettings())
     led.add_seeds([NAIVE])
-    return Peers(store.study, led, s)
+    return SharedStudy(store.study, led, s)
 
 
-def queue(p: Peers, cfg: dict[str, int]) -> None:
+def queue(p: SharedStudy, cfg: dict[str, int]) -> None:
     with p.ledger.lock:
         p.ledger.enqueue(NAIVE, cfg, "tune", parents=[NAIVE.id])
 
 
-def popped(p: Peers) -> int:
+def popped(p: SharedStudy) -> int:
     """An evaluator pops the next queued trial and says it is alive (as the loop does)."""
     tid = record.trial_id(p.study.ask())
     record.mark_alive(p.study, tid)
@@ -48,7 +48,7 @@ def store(tmp_path: Path) -> VariantStore:
 
 def test_a_silent_trial_is_queued_again_and_a_candidate_that_killed_two_evaluators_is_crashed(
         store: VariantStore) -> None:
-    p = peers(store)
+    p = shared(store)
     queue(p, {"BLOCK": 64})
     popped(p)  # its evaluator dies: no more heartbeats
     assert p.reap() == 0, "not silent for long yet"
@@ -70,7 +70,7 @@ def test_a_silent_trial_is_queued_again_and_a_candidate_that_killed_two_evaluato
 
 
 def test_a_trial_whose_evaluator_beats_is_never_reaped(store: VariantStore) -> None:
-    p = peers(store)
+    p = shared(store)
     queue(p, {"BLOCK": 64})
     tid = popped(p)
     with alive(store.study, tid, every_s=0.05):
@@ -85,7 +85,7 @@ def test_a_heartbeat_is_judged_by_whether_it_changes_not_by_the_time_it_holds(
     """An evaluator on a machine whose clock is an hour ahead or behind (or a storage copied from
     one) writes marks that look an hour stale or an hour in the future: a live one is never
     reaped, a dead one is reaped ``stale_after_s`` after it was first seen."""
-    p = peers(store)
+    p = shared(store)
     queue(p, {"BLOCK": 64})
     queue(p, {"BLOCK": 128})
     skewed = time.time
@@ -102,7 +102,7 @@ def test_a_heartbeat_is_judged_by_whether_it_changes_not_by_the_time_it_holds(
 
 
 def test_a_twin_is_not_measured_and_does_not_use_up_the_budget(store: VariantStore) -> None:
-    p = peers(store, n_trials=2)
+    p = shared(store, n_trials=2)
     for block in (64, 64, 128):  # two processes queued the same candidate at once
         queue(p, {"BLOCK": block})
     first, twin = store.study.ask(), store.study.ask()
@@ -114,7 +114,7 @@ def test_a_twin_is_not_measured_and_does_not_use_up_the_budget(store: VariantSto
 
 
 def test_a_trial_beyond_the_budget_waits_for_an_earlier_one_that_may_yet_be_cut(store: VariantStore) -> None:
-    p = peers(store, n_trials=1)
+    p = shared(store, n_trials=1)
     for block in (64, 128):
         queue(p, {"BLOCK": block})
     popped(p)  # the budget's one trial; its evaluator dies
@@ -129,17 +129,17 @@ def test_a_trial_beyond_the_budget_waits_for_an_earlier_one_that_may_yet_be_cut(
 
 
 def test_alone_queues_again_what_a_dead_run_left_running(store: VariantStore) -> None:
-    p = peers(store)
+    p = shared(store)
     queue(p, {"BLOCK": 64})
     popped(p)
-    Alone(store.study, p.ledger).recover()
+    SoleEvaluator(store.study, p.ledger).recover()
     trials = store.study.get_trials(deepcopy=False)
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.WAITING]
     assert record.deaths(trials[1]) == 1
 
 
 def test_drain_waits_for_a_dead_evaluators_trial_to_be_reaped(store: VariantStore) -> None:
-    p = peers(store, stale_after_s=0.2)
+    p = shared(store, stale_after_s=0.2)
     queue(p, {"BLOCK": 64})
     popped(p)  # its evaluator is dead
     t0 = time.monotonic()

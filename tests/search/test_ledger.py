@@ -118,9 +118,9 @@ def test_a_proposer_waits_for_the_results_of_its_children_not_for_the_queue(stor
     led.add_seeds(SEEDS[:1])
     led.propose_seed()
     measure(led, 3.0)
-    led.plan_started()
+    led.proposal_started()
     assert led.queue_full(max_pending=1) and not led.queue_full(max_pending=2), "one being asked for"
-    led.plan_ended()
+    led.proposal_ended()
     child = Variant.parse(SEEDS[1].source, name="mutate-0")
     store.add(child, operator=Op.MUTATE, parents=[SEEDS[0].id], island=0)
     with led.lock:

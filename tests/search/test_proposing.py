@@ -18,7 +18,7 @@ from evolve.hardware import named
 from evolve.paths import KERNELS_DIR
 from evolve.record.schema import StudyAttr
 from evolve.record.variants import VariantStore
-from evolve.search.coordination import Peers
+from evolve.search.coordination import SharedStudy
 from evolve.search.ledger import Ledger
 from evolve.search.schedules import Action, RemoteLLM, Tuning, proposer_done
 from evolve.settings import EvolutionSettings, LLMSettings, SearchSettings
@@ -139,8 +139,8 @@ def test_a_proposer_process_beats_while_it_waits_for_an_answer(store: VariantSto
     evo = EvolutionSettings(proposer_heartbeat_s=0.05, proposer_stale_after_s=0.3, children_per_round=1)
     proposer, led, s = mailbox_proposer(store, tmp_path, evo)
     out: list[str] = []
-    th = threading.Thread(target=lambda: out.append(ProposerProcess(proposer, Peers(store.study, led, s),
-                                                                    evo).run()))
+    shared = SharedStudy(store.study, led, s)
+    th = threading.Thread(target=lambda: out.append(ProposerProcess(proposer, shared, evo).run()))
     th.start()
     remote = RemoteLLM(store.study, EvolutionSettings(proposer_stale_after_s=0.3))  # a live evaluator
     while not (tmp_path / "mb/0001.request.json").exists():
@@ -170,5 +170,5 @@ def test_an_error_in_a_proposer_thread_reaches_the_process_and_leaves_it_away(
 
     monkeypatch.setattr(proposer, "ask", broken)
     with pytest.raises(OSError, match="disk full"):
-        ProposerProcess(proposer, Peers(store.study, led, s), evo).run()
+        ProposerProcess(proposer, SharedStudy(store.study, led, s), evo).run()
     assert store.study.user_attrs[StudyAttr.PROPOSER]["state"] == "away"

@@ -15,7 +15,7 @@ import cupy as cp
 import numpy as np
 
 from evolve import dtypes
-from evolve.evaluate.plan import Plan
+from evolve.evaluate.plan import LaunchPlan
 from evolve.task.correctness import unwritten_fill
 from evolve.task.task import Task
 
@@ -45,11 +45,11 @@ def guarded_io(task: Task, sizes: Mapping[str, int]) -> dict[str, Guarded]:
     return {a.name: Guarded(task.shape(a, sizes), a.dtype) for a in task.args}
 
 
-def guarded_scratch(plan: Plan) -> dict[str, Guarded]:
+def guarded_scratch(plan: LaunchPlan) -> dict[str, Guarded]:
     return {s.name: Guarded((s.count,), s.dtype) for s in plan.scratch}
 
 
-def plain_scratch(plan: Plan) -> dict[str, Any]:
+def plain_scratch(plan: LaunchPlan) -> dict[str, Any]:
     """Scratch without guards, for trusted kernels timed beside other implementations."""
     out = {}
     for s in plan.scratch:
@@ -58,7 +58,7 @@ def plain_scratch(plan: Plan) -> dict[str, Any]:
     return out
 
 
-def poison(task: Task, plan: Plan, buffers: Mapping[str, Any],
+def poison(task: Task, plan: LaunchPlan, buffers: Mapping[str, Any],
            rng: np.random.Generator) -> dict[str, float | int]:
     """Before a launch: outputs hold a value the kernel must overwrite (inouts hold their input),
     scratch that the spec does not zero holds garbage. Returns each output's fill, for the

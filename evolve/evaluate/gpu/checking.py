@@ -21,13 +21,13 @@ from evolve.evaluate.gpu.device import synchronize
 from evolve.evaluate.gpu.failure import Fail
 from evolve.evaluate.gpu.loading import Loaded
 from evolve.evaluate.measurement import Status
-from evolve.evaluate.plan import Plan
+from evolve.evaluate.plan import LaunchPlan
 from evolve.task.correctness import compare_all, unjudgeable
 from evolve.task.stress import Stress
 from evolve.task.task import Task, size_label
 
 
-def check(loaded: Loaded, task: Task, plans: Mapping[str, Plan], rounds: int,
+def check(loaded: Loaded, task: Task, plans: Mapping[str, LaunchPlan], rounds: int,
           seed: Callable[..., int]) -> None:
     """Raise Fail at the first wrong, out-of-bounds or input-modifying launch."""
     for si, sizes in enumerate(task.correctness_sizes):

@@ -22,18 +22,19 @@ from evolve.evaluate.gpu.checking import check
 from evolve.evaluate.gpu.device import measure_ceilings
 from evolve.evaluate.gpu.failure import Fail
 from evolve.evaluate.gpu.loading import Loaded
-from evolve.evaluate.gpu.timing import L2Flush, TimingSettings, time_at
+from evolve.evaluate.gpu.timing import L2Flush, time_at
 from evolve.evaluate.measurement import Measurement, Status
-from evolve.evaluate.plan import Plan, make_plan
+from evolve.evaluate.plan import LaunchPlan, make_plan
 from evolve.hardware import Hardware
 from evolve.kernel.compiler import CompileError, SourceRejected, compile_cuda, first_error, target_arch
 from evolve.kernel.spec import Variant
+from evolve.settings import TimingSettings
 from evolve.task.task import Task, size_label
 
 
 class GpuEvaluator:
     def __init__(self, task: Task, hw: Hardware, settings: TimingSettings, secret: int):
-        self.task, self.hw, self.s = task, hw, settings
+        self.task, self.hw, self.timing = task, hw, settings
         self.secret = secret
         self.counter = 0
         self.flush = L2Flush(hw.l2_bytes)
@@ -56,10 +57,10 @@ class GpuEvaluator:
             loaded = Loaded(cubin, plans, self.hw)
             resources = loaded.resources(plans[size_label(timing_sizes[0])], self.hw)
             t1 = time.perf_counter()
-            check(loaded, self.task, plans, self.s.rounds, self._seed)
+            check(loaded, self.task, plans, self.timing.rounds, self._seed)
             check_s = time.perf_counter() - t1
             timings = {
-                size_label(s): time_at(loaded, self.task, plans[size_label(s)], s, self.s, self.flush,
+                size_label(s): time_at(loaded, self.task, plans[size_label(s)], s, self.timing, self.flush,
                                        self._seed)
                 for s in timing_sizes
             }
@@ -91,7 +92,7 @@ class GpuEvaluator:
 
     # ---- steps ------------------------------------------------------------------------
     def _plan(self, source: str, tunables: Mapping[str, int],
-              sizes: list[dict[str, int]]) -> tuple[Variant, dict[str, Plan]]:
+              sizes: list[dict[str, int]]) -> tuple[Variant, dict[str, LaunchPlan]]:
         try:
             variant = Variant.parse(source)
             variant.spec.check(tunables)

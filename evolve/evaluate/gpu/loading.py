@@ -22,7 +22,7 @@ from evolve.evaluate.gpu.device import CUDA_ERRORS, raise_cuda
 from evolve.evaluate.gpu.failure import Fail
 from evolve.evaluate.gpu.hopper import DriverError, Launcher, max_active_clusters
 from evolve.evaluate.measurement import Status
-from evolve.evaluate.plan import Plan, param_mismatch
+from evolve.evaluate.plan import LaunchPlan, param_mismatch
 from evolve.hardware import Hardware
 from evolve.kernel.cubin import CubinError, inspect
 
@@ -32,7 +32,7 @@ DEFAULT_DYNAMIC_SHARED = 48 * 1024  # more than this needs the kernel's opt-in a
 class Loaded:
     """A candidate's module on the device, with the functions its plans launch."""
 
-    def __init__(self, cubin: bytes, plans: Mapping[str, Plan], hw: Hardware):
+    def __init__(self, cubin: bytes, plans: Mapping[str, LaunchPlan], hw: Hardware):
         try:
             self.info = inspect(cubin)
         except CubinError as exc:
@@ -52,7 +52,7 @@ class Loaded:
         for plan in plans.values():
             self.add(plan)
 
-    def add(self, plan: Plan) -> None:
+    def add(self, plan: LaunchPlan) -> None:
         """Make a plan launchable: its kernels found and checked, their dynamic shared memory
         allowed (a plan for sizes not known when the module was loaded, too)."""
         if reason := param_mismatch(plan, self.info):
@@ -101,7 +101,7 @@ class Loaded:
                                             f"{call.block} threads and {call.shared} bytes of dynamic "
                                             "shared memory cannot be resident on the GPU")
 
-    def run(self, plan: Plan, buffers: Mapping[str, Any]) -> None:
+    def run(self, plan: LaunchPlan, buffers: Mapping[str, Any]) -> None:
         """Enqueue one call of the candidate: zero the scratch the spec zeroes, then each launch."""
         for s in plan.scratch:
             if s.zero:
@@ -121,7 +121,7 @@ class Loaded:
                 where += f" cluster={call.cluster}" if call.cluster else ""
                 raise_cuda(exc, f"launching {call.kernel} {where}")
 
-    def resources(self, plan: Plan, hw: Hardware) -> dict[str, dict[str, float]]:
+    def resources(self, plan: LaunchPlan, hw: Hardware) -> dict[str, dict[str, float]]:
         """Registers, local and shared memory and occupancy of each kernel of a plan."""
         out = {}
         for call in plan.calls:

@@ -85,8 +85,8 @@ def main(path: str) -> None:
     from evolve import dtypes
     from evolve.evaluate.gpu.device import synchronize
     from evolve.evaluate.gpu.harness import GpuEvaluator
-    from evolve.evaluate.gpu.timing import TimingSettings
     from evolve.hardware import Hardware
+    from evolve.settings import TimingSettings
     from evolve.task.task import load_task
 
     die_with_parent()  # ncu's child: ends with ncu

@@ -70,7 +70,7 @@ def _main(path: str) -> int:
     import dataclasses
 
     from evolve.evaluate.gpu.harness import GpuEvaluator
-    from evolve.evaluate.gpu.timing import TimingSettings
+    from evolve.settings import TimingSettings
     from evolve.task.task import load_task
 
     req = json.loads(Path(path).read_text())

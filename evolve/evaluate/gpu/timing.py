@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import cupy as cp
@@ -26,25 +25,11 @@ from evolve.evaluate.gpu.checking import verify
 from evolve.evaluate.gpu.device import synchronize
 from evolve.evaluate.gpu.loading import Loaded
 from evolve.evaluate.measurement import TimingStats
-from evolve.evaluate.plan import Plan
+from evolve.evaluate.plan import LaunchPlan
+from evolve.settings import TimingSettings
 from evolve.task.task import Task, size_label
 
 MAX_WARMUP_CALLS = 10_000
-
-
-@dataclass(frozen=True)
-class TimingSettings:
-    warmup_ms: float = 25.0
-    warmup_min: int = 10
-    min_samples: int = 10
-    max_samples: int = 100
-    max_time_s: float = 2.0
-    target_rel_iqr: float = 0.01
-    rounds: int = 2  # correctness rounds per size, each with fresh inputs
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> TimingSettings:
-        return cls(**{k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg})
 
 
 # Lines a candidate loaded under an evict_last policy (createpolicy + ld.L2::cache_hint,
@@ -106,7 +91,7 @@ def enough(stats: TimingStats, elapsed_s: float, s: Any) -> bool:
         stats.rel_iqr <= s.target_rel_iqr or elapsed_s > s.max_time_s))
 
 
-def time_at(loaded: Loaded, task: Task, plan: Plan, sizes: Mapping[str, int], s: TimingSettings,
+def time_at(loaded: Loaded, task: Task, plan: LaunchPlan, sizes: Mapping[str, int], s: TimingSettings,
             flush: L2Flush, seed: Callable[..., int]) -> TimingStats:
     """The candidate's time at one size (CUDA events, median of checked calls)."""
     label = size_label(sizes)

@@ -49,7 +49,6 @@ def serve(conn: Connection, device: int) -> None:
 
         from evolve.evaluate.gpu import device as gpu_device
         from evolve.evaluate.gpu import harness as gpu
-        from evolve.evaluate.gpu import timing
         from evolve.evaluate.gpu.failure import Crashed
 
         cp.cuda.Device(device).use()
@@ -72,6 +71,7 @@ def serve(conn: Connection, device: int) -> None:
                 import dataclasses
 
                 from evolve.hardware import Hardware
+                from evolve.settings import TimingSettings
                 from evolve.task.task import load_task
 
                 init = payload
@@ -80,7 +80,7 @@ def serve(conn: Connection, device: int) -> None:
                 evaluator = gpu.GpuEvaluator(
                     task,
                     Hardware.from_dict(payload["hardware"]),
-                    timing.TimingSettings.from_config(payload["settings"]),
+                    TimingSettings.from_config(payload["settings"]),
                     payload["secret"],
                 )
                 from evolve.task.correctness import warm_up

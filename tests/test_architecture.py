@@ -81,12 +81,12 @@ def test_the_gpu_worker_package_is_imported_by_the_evaluators_only() -> None:
     users = {m for m in MODULES for n in imports(m) if n.startswith("evolve.evaluate.gpu")
              and not m.startswith(("evolve.evaluate", "evolve.bench"))}
     best_py = {"evolve.results.usage", "evolve.results.fastcall"}  # launches in the user's process
-    assert users <= {*best_py, "evolve.app.check", "evolve.cli"}, users
+    assert users <= {*best_py, "evolve.app.check", "evolve.app.run"}, users
 
 
-def test_the_loop_is_imported_by_the_cli_only() -> None:
+def test_the_loop_is_imported_by_the_run_s_assembly_only() -> None:
     """The record is read through evolve.record.schema; the proposer works on the ledger."""
-    assert {m for m in MODULES if "evolve.search.loop" in imports(m)} == {"evolve.cli"}
+    assert {m for m in MODULES if "evolve.search.loop" in imports(m)} == {"evolve.app.run"}
 
 
 # private names of Optuna's (not its dunders, such as optuna.__version__)

@@ -179,7 +179,7 @@ def test_llm_evolution_finds_keeps_and_tunes_the_faster_variant(
     """Scripted LLM answers are real alternative kernels; the loop must find, keep and tune the best."""
     from hydra import compose, initialize_config_dir
 
-    from evolve.cli import run
+    from evolve.app.run import run
     from evolve.paths import CONF_DIR
     from tests.helpers.openai_server import OpenAIServer, Reply, Request, kernel_answer
 

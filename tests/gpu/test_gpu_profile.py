@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evolve.cli import run
+from evolve.app.run import run
 from evolve.evaluate import profile
 from evolve.evaluate.cupy_backend import CupyBackend
 from evolve.evolution.llm.log import read

@@ -18,7 +18,7 @@ from optuna.trial import TrialState
 
 import evolve.settings
 from evolve.app.check import check_task
-from evolve.cli import run
+from evolve.app.run import run
 from evolve.paths import CONF_DIR, ROOT
 from evolve.record.schema import Attr, counts_toward_budget
 from evolve.record.variants import VariantStore

@@ -59,7 +59,7 @@ def md_code(text: str, info: str = "text", minimum: int = 3) -> str:
 
 # line breaks (C's and Unicode's) and the backslash, whose splice would comment out the next line;
 # C++17, NVRTC's dialect, has no trigraphs (??/ is no backslash there)
-_C_COMMENT = {c: " " for c in [*range(32), 127, 0x85, 0x2028, 0x2029]} | {ord("\\"): "/"}
+_C_COMMENT = {**_CONTROL, 10: " ", ord("\\"): "/"}
 
 
 def c_comment(text: object) -> str:

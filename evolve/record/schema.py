@@ -106,16 +106,27 @@ def counts_toward_budget(t: FrozenTrial) -> bool:
     return finished and t.user_attrs.get(Attr.STATUS) not in NOT_COUNTED
 
 
+class Verdicts:
+    """Per variant name: trials passed and trials judged wrong on their values. A variant with both
+    flipped: a verdict that flips on fresh inputs is the tolerance's fault more often than the kernel's."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, tuple[int, int]] = {}
+
+    def add(self, name: str, status: str | None, reason: str | None) -> bool:
+        """Count one verdict; True when it makes the variant flip (once per variant)."""
+        ok, wrong = was = self.counts.get(name, (0, 0))
+        self.counts[name] = (ok + (status == Status.OK), wrong + inaccurate(status, reason))
+        return all(self.counts[name]) and not all(was)
+
+
 def flipped(trials: Iterable[FrozenTrial]) -> dict[str, tuple[int, int]]:
-    """Variant name -> (trials passed, trials judged wrong on their values), for each variant with
-    both: a verdict that flips on fresh inputs is the tolerance's fault more often than the kernel's."""
-    tally: dict[str, list[int]] = {}
+    """Variant name -> (passed, judged wrong on values), for the variants whose verdicts flipped."""
+    v = Verdicts()
     for t in trials:
-        a = t.user_attrs
-        n = tally.setdefault(str(a.get(Attr.VARIANT_NAME, "?")), [0, 0])
-        n[0] += a.get(Attr.STATUS) == Status.OK
-        n[1] += inaccurate(a.get(Attr.STATUS), a.get(Attr.REASON))
-    return {name: (ok, wrong) for name, (ok, wrong) in tally.items() if ok and wrong}
+        v.add(str(t.user_attrs.get(Attr.VARIANT_NAME, "?")), t.user_attrs.get(Attr.STATUS),
+              t.user_attrs.get(Attr.REASON))
+    return {name: n for name, n in v.counts.items() if all(n)}
 
 
 def flip_note(name: str, passed: int, wrong: int) -> str:

@@ -26,12 +26,12 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from evolve.evaluate.backend import Backend
-from evolve.evaluate.measurement import Measurement, Status, inaccurate
+from evolve.evaluate.measurement import Measurement, Status
 from evolve.evaluate.objective import Objective
 from evolve.hardware import Hardware
 from evolve.kernel.spec import Variant
 from evolve.record import schema as record
-from evolve.record.schema import Attr, StudyAttr, flip_note
+from evolve.record.schema import Attr, StudyAttr, Verdicts, flip_note
 from evolve.record.variants import VariantStore
 from evolve.search.coordination import SharedStudy, SoleEvaluator, alive
 from evolve.search.ledger import Ledger
@@ -66,7 +66,7 @@ class Search:
         self.coordination = coordination or SoleEvaluator(study, self.ledger)
         self.profiler = (Profiler(study, backend, objective.sizes(task)[0])
                          if self.ledger.evolution.profile else None)
-        self._verdicts: dict[str, list[int]] = {}  # variant name -> [passed, judged wrong on values]
+        self._verdicts = Verdicts()
 
     def add_seeds(self, seeds: Iterable[Variant]) -> None:
         self.ledger.add_seeds(seeds)
@@ -165,7 +165,8 @@ class Search:
             record.requeue(self.study, tid)
             raise
         record.write_measurement(trial, variant, tunables, m, self.task, self.hw, self.variants.artifacts)
-        self._watch_verdicts(variant.name, m)
+        if self._verdicts.add(variant.name, m.status, m.reason):
+            log.warning(flip_note(variant.name, *self._verdicts.counts[variant.name]))
         best = self.ledger.best()
         frozen = self.study.tell(trial, value) if value is not None else self.study.tell(
             trial, state=TrialState.FAIL)
@@ -176,15 +177,6 @@ class Search:
         for cb in self.callbacks:
             cb(variant, tunables, m)
         return True
-
-    def _watch_verdicts(self, name: str, m: Measurement) -> None:
-        """Say once per variant when it both passed and was judged wrong on its values."""
-        n = self._verdicts.setdefault(name, [0, 0])
-        was = all(n)
-        n[0] += m.status is Status.OK
-        n[1] += inaccurate(m.status, m.reason)
-        if all(n) and not was:
-            log.warning(flip_note(name, *n))
 
     def _look_ahead(self) -> None:
         """Before measuring this candidate, keep as many next ones queued as the backend prepares

@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -37,19 +37,34 @@ def part_of(index: int, count: int, part: tuple[int, int]) -> bool:
     return (k - 1) * count // n <= index < k * count // n
 
 
+NO_GPU = "needs an NVIDIA GPU with CuPy (run pytest -m gpu on the GPU machine)"
+NOT_ALONE = "a timing test wants the GPU to itself: run pytest -m 'gpu and timing' without -n"
+
+
+def why_skipped(markers: Iterable[str], gpu: bool, worker: str | None) -> str | None:
+    """Why a GPU test cannot run here, or None. Under pytest-xdist (``worker`` set) several tests
+    share one GPU: a test marked ``timing`` asserts a speed or a host time and would measure the
+    others' kernels and compiles too, so it runs only in a process of its own."""
+    if not gpu:
+        return NO_GPU
+    if worker is not None and "timing" in markers:
+        return NOT_ALONE
+    return None
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--gpu-part", type=gpu_part, default=None, metavar="K/N",
                      help="run the K-th of N parts of the GPU tests (with -m gpu), e.g. 1/3")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    skip = pytest.mark.skip(reason="needs an NVIDIA GPU with CuPy (run pytest -m gpu on the GPU machine)")
     part = config.getoption("--gpu-part")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
     gpu = [item for item in items if "gpu" in item.keywords]
     dropped = {id(item) for i, item in enumerate(gpu) if part is not None and not part_of(i, len(gpu), part)}
     for item in gpu:
-        if not gpu_available():
-            item.add_marker(skip)
+        if reason := why_skipped(item.keywords, gpu_available(), worker):
+            item.add_marker(pytest.mark.skip(reason=reason))
         elif item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(GPU_TEST_TIMEOUT_S))
     if dropped:

@@ -96,6 +96,7 @@ def backends() -> Iterator[dict[str, Any]]:
 ROWS: list[str] = []
 
 
+@pytest.mark.timing
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_adversarial_case_is_rejected_and_the_worker_survives(case: dict[str, Any], backends: dict) -> None:

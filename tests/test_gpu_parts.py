@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from tests.conftest import gpu_part, part_of
+from tests.conftest import gpu_part, part_of, why_skipped
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
@@ -25,3 +25,18 @@ def test_a_part_that_is_not_k_of_n_is_one_line(text: str, error: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match=error):
         gpu_part(text)
     assert gpu_part("2/3") == (2, 3)
+
+
+@pytest.mark.parametrize(("markers", "gpu", "worker", "reason"), [
+    ({"gpu"}, False, None, "needs an NVIDIA GPU"),
+    ({"gpu", "timing"}, False, "gw0", "needs an NVIDIA GPU"),
+    ({"gpu"}, True, None, None),
+    ({"gpu"}, True, "gw3", None),  # correctness tests share the GPU under -n
+    ({"gpu", "timing"}, True, None, None),
+    ({"gpu", "timing"}, True, "gw0", "wants the GPU to itself"),
+])
+def test_a_timing_test_runs_only_with_the_gpu_to_itself(markers: set[str], gpu: bool, worker: str | None,
+                                                         reason: str | None) -> None:
+    got = why_skipped(markers, gpu, worker)
+    assert got == reason if reason is None else reason in got
+

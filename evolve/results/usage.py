@@ -30,6 +30,7 @@ from evolve.hardware import Hardware
 from evolve.kernel.spec import Variant
 from evolve.results.bestpy import function_name, op_schema, plain_name
 from evolve.results.fastcall import bind
+from evolve.results.forward_only import forward_only
 from evolve.task.task import Arg, Task, load_task, size_label
 
 
@@ -232,6 +233,8 @@ class Kernel:
         op = torch.library.custom_op(f"{namespace}::{name}", real, mutates_args=mutated, device_types="cuda",
                                      schema=schema)
         op.register_fake(fake)
+        if not mutated:  # PyTorch gives autograd formulas to functional ops only
+            forward_only(op, f"{namespace}::{name}")
         self._torch_libs.append(op)
         self._ops[namespace, name] = getattr(getattr(torch.ops, namespace), name)
         return self._ops[namespace, name]

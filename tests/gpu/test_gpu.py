@@ -77,6 +77,7 @@ def test_null_kernels_are_rejected(gpu: Get, name: str) -> None:
         assert m.status is Status.WRONG, f"{case}: {m.status} {m.reason}"
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("name", TASKS)
 def test_same_kernel_timed_twice_agrees_within_2_percent(gpu: Get, name: str) -> None:
     t, b, _ = gpu(name)
@@ -122,6 +123,7 @@ def test_a_worker_killed_mid_measurement_is_restarted(gpu: Get) -> None:
     assert again.ok and b.worker._proc is not None and b.worker._proc.pid != pid
 
 
+@pytest.mark.timing
 def test_tuning_beats_the_seed_default_on_most_tasks(gpu: Get, tmp_path: Path) -> None:
     """The tuned configuration must be faster than the best seed default when both are measured
     again, interleaved, twice each: every re-measurement of the winner beats every one of the default."""

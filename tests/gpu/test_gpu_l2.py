@@ -7,6 +7,7 @@ copy is no faster than its plain twin."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from evolve.evaluate.cupy_backend import CupyBackend
 from evolve.kernel.spec import Variant
@@ -98,6 +99,7 @@ extern "C" __global__ void add(const float* a, const float* b, float* c, int n) 
 """
 
 
+@pytest.mark.timing
 def test_an_evict_last_kernel_is_no_faster_than_its_plain_twin() -> None:
     """At a size whose buffers fit in the L2 (3 x 8 MiB), where pinned inputs would pay most."""
     t = task("vector_add")

@@ -100,6 +100,7 @@ def test_an_integer_output_task_is_judged_exactly(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("name", "seed"), [("reduce_sum", "vectorized"), ("vector_add", "vectorized"),
                                             ("layernorm", "two_pass")])
+@pytest.mark.timing
 def test_search_times_agree_with_an_independent_timing(name: str, seed: str) -> None:
     """Nothing may touch the candidate's memory between the L2 flush and the timed launch: an
     earlier harness checksummed the inputs there, which left tens of MB of them in the L2 and made

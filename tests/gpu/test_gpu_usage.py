@@ -186,6 +186,7 @@ def _host_us(fn: Callable[[], object], calls: int = 2000) -> float:
     return best
 
 
+@pytest.mark.timing
 def test_a_call_costs_at_most_15_us_on_the_host(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     best = _ln_module(tmp_path, "gpu_best_ln_overhead")
@@ -248,6 +249,7 @@ def test_model_new_in_torch_compile_has_no_graph_break(tmp_path: Path) -> None:
     assert torch._dynamo.explain(new)(x).graph_break_count == 0
 
 
+@pytest.mark.timing
 def test_the_bench_measures_call_overhead_side_by_side(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     from evolve.bench.overhead import call_overhead

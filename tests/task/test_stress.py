@@ -174,10 +174,11 @@ def test_the_device_makes_the_stressed_values_the_host_makes(name: str) -> None:
     sizes = task.correctness_sizes[2]
     for st in task.stress:
         host, dev = task.make_inputs(np, sizes, 31, st), task.make_inputs(cp, sizes, 31, st)
-        for a in task.inputs:  # normal values: the device's logf/cospif differ in the last bits,
-            # which rounding to a narrower format rarely shows (one unit of that format)
+        for a in task.inputs:  # normal values: the device's logf/cospif differ in the last bits of
+            # float32 (most elements), which rounding to fp16/bf16 shows as one unit on rare elements
             h, d = dtypes.widen(np, host[a.name], a.dtype), dtypes.widen(np, cp.asnumpy(dev[a.name]), a.dtype)
-            tol = dtypes.get(a.dtype).tolerance
-            rtol = max(1e-5, 2 * tol.rtol if tol is not None and dtypes.get(a.dtype).itemsize < 4 else 0.0)
-            assert np.mean(d == h) > 0.98, (st.name, a.name)
+            rtol = 1e-5
+            if (dt := dtypes.get(a.dtype)).itemsize < 4:
+                assert np.mean(d == h) > 0.98, (st.name, a.name)
+                rtol = max(rtol, 2 * dt.tolerance.rtol)
             assert np.allclose(d, h, rtol=rtol, atol=rtol * np.abs(h).max()), (st.name, a.name)

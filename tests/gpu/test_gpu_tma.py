@@ -74,23 +74,26 @@ def test_a_tma_load_of_the_wrong_box_is_judged_wrong(judge: Any) -> None:
     assert m.status is Status.WRONG, f"{m.status}: {m.reason}"
 
 
-STORES_UNVERIFIED = pytest.mark.xfail(
-    strict=True, reason="on the H200 (2026-11-30) this kernel stopped with cudaErrorIllegalInstruction; not "
-    "yet known whether the kernel's bulk stores or the harness cause it (docs/hopper-gemm.md)")
-
-
-@STORES_UNVERIFIED
 def test_tma_stores_and_loads_outside_the_buffers_are_clipped_and_zero_filled(judge: Any) -> None:
     m = judge(TMA_OUTSIDE, aligned_only=True)
     assert m.status is Status.OK, f"{m.status}: {m.reason}"
 
 
-@STORES_UNVERIFIED
 def test_a_junk_store_inside_the_buffer_is_seen(judge: Any) -> None:
     """The control: the junk stores do run, so only TMA's clipping kept the others out."""
     m = judge(TMA_OUTSIDE.replace("tma_store(&out_map, cols, y0, j);", "tma_store(&out_map, 0, 0, j);"),
               aligned_only=True)
     assert m.status is Status.WRONG, f"{m.status}: {m.reason}"
+
+
+def test_a_tma_store_at_negative_coordinates_crashes_and_the_worker_survives(judge: Any) -> None:
+    """Found by bisecting the kernel above on the H200 (2026-12-02): stores past the buffer's end
+    are clipped, a box starting before it stops the kernel (illegal instruction). That is a
+    crash of the candidate, never a pass, and the next candidate runs."""
+    m = judge(TMA_OUTSIDE.replace("tma_store(&out_map, cols, y0, j);", "tma_store(&out_map, -BX, -BY, j);"),
+              aligned_only=True)
+    assert m.status is Status.CRASHED and "illegal instruction" in m.reason, f"{m.status}: {m.reason}"
+    assert judge(TMA_OUTSIDE, aligned_only=True).ok
 
 
 def _local() -> tuple[Task, Hardware]:

@@ -153,9 +153,9 @@ extern "C" __global__ void tma_outside(const __grid_constant__ TensorMap x_map,
     __syncthreads();
     if (threadIdx.x == 0) {
         tma_store(&out_map, x0, y0, t);
-        // junk wholly outside out: before it, past its last column (the next row's start, were
-        // it not clipped), past its last row (the guard zone), far away
-        tma_store(&out_map, -BX, -BY, j);
+        // junk wholly outside out: past its last column (the next row's start, were it not
+        // clipped), past its last row (the guard zone), far away. (A box at negative coordinates
+        // is not clipped: on the H200 it stops the kernel with an illegal instruction.)
         tma_store(&out_map, cols, y0, j);
         tma_store(&out_map, x0, rows, j);
         tma_store(&out_map, cols + 1000, rows + 1000, j);

@@ -16,6 +16,7 @@ CuPy path (a map is encoded over each buffer's address).
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -109,10 +110,13 @@ def geometry(task: Task, shapes: Sequence[tuple[int, ...] | None], sizes: Mappin
 @dataclass
 class _Prepared:
     geometry: Geometry
-    launches: list[tuple[int, Packed, Call, Any]]  # CUfunction, its parameters, the call, a config
+    # per launch: cuLaunchKernel's leading arguments (CUfunction, grid, block, shared bytes), its
+    # parameters, the call, a cluster config (None: a plain launch)
+    launches: list[tuple[tuple[int, ...], Packed, Call, Any]]
     zero: list[tuple[int, int]]  # (pointer, bytes) of the scratch zeroed before each call
     context: int
     scratch: list[Any]  # the scratch tensors, held as long as this shape is cached
+    outputs: list[tuple[int, tuple[int, ...], Any, Any]]  # index, shape, torch dtype, device to allocate
 
 
 class TorchPath:
@@ -128,6 +132,7 @@ class TorchPath:
         self._first = next(i for i, a in enumerate(task.args) if a.role != "output")  # always given
         self._cache: dict[tuple[Any, ...], _Prepared] = {}
         self._lock = threading.Lock()
+        self._current = ctypes.c_void_p()  # cuCtxGetCurrent's answer, written under the lock
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         self._stream = raw or (lambda d: torch.cuda.current_stream(d).cuda_stream)
 
@@ -151,11 +156,12 @@ class TorchPath:
                 refuse(values)
                 raise TypeError(f"{self.task.name}: every argument must be a contiguous {dtype} tensor "
                                 f"on cuda:{device}")
-        for index, shape, _ in prepared.geometry.outputs:
-            values[index] = self._torch.empty(shape, dtype=self._dtypes[index], device=first.device)
+        empty = self._torch.empty
+        for index, shape, dtype, where in prepared.outputs:
+            values[index] = empty(shape, dtype=dtype, device=where)
         pointers = [v.data_ptr() for v in values]
         with self._lock:  # the holders are shared: one thread writes and launches at a time
-            launch(prepared, pointers, stream)
+            launch(prepared, pointers, stream, self._current)
         return values
 
     def _prepare(self, key: tuple[Any, ...], device: int, values: Sequence[Any],
@@ -173,10 +179,12 @@ class TorchPath:
                                device=values[self._first].device) for s in geo.plan.scratch]
         fixed = {s.name: t.data_ptr() for s, t in zip(geo.plan.scratch, scratch, strict=True)}
         slots = {a.name: i for i, a in enumerate(self.task.args)}
-        launches = [(int(loaded.functions[c.kernel].ptr), Packed(c, slots, fixed), c, _cluster_config(c))
-                    for c in geo.plan.calls]
+        launches = [((int(loaded.functions[c.kernel].ptr), *c.grid, *c.block, c.shared),
+                     Packed(c, slots, fixed), c, _cluster_config(c)) for c in geo.plan.calls]
         zero = [(fixed[s.name], s.count * dtypes.get(s.dtype).itemsize) for s in geo.plan.scratch if s.zero]
-        prepared = _Prepared(geo, launches, zero, primary_context(device), scratch)
+        where = values[self._first].device
+        outputs = [(i, shape, self._dtypes[i], where) for i, shape, _ in geo.outputs]
+        prepared = _Prepared(geo, launches, zero, primary_context(device), scratch, outputs)
         with self._lock:
             if len(self._cache) >= _MAX_CACHED:
                 self._cache.clear()
@@ -192,30 +200,30 @@ def _cluster_config(call: Call) -> Any:
     return launch_config(call, 0)  # (config, attributes); the stream is set per call
 
 
-def launch(prepared: _Prepared, pointers: Sequence[int], stream: int) -> None:
-    """Zero the scratch the spec zeroes and enqueue each launch, in the module's context."""
+def launch(prepared: _Prepared, pointers: Sequence[int], stream: int, current: ctypes.c_void_p) -> None:
+    """Zero the scratch the spec zeroes and enqueue each launch, in the module's context
+    (``current``: a holder for the thread's context, owned by the caller)."""
     lib = _driver()
-    current = ctypes.c_void_p()
     lib.cuCtxGetCurrent(ctypes.byref(current))
-    switch = current.value != prepared.context
+    before = current.value
+    switch = before != prepared.context
     if switch:
         check_result(lib.cuCtxSetCurrent(prepared.context), "cuCtxSetCurrent")
     try:
         for pointer, nbytes in prepared.zero:
             check_result(lib.cuMemsetD8Async(pointer, 0, nbytes, stream), "cuMemsetD8Async")
-        for function, packed, call, config in prepared.launches:
+        for head, packed, call, config in prepared.launches:
             packed.write(pointers)
             if config is None:
-                result = lib.cuLaunchKernel(function, *call.grid, *call.block, call.shared, stream,
-                                            packed.params, None)
+                result = lib.cuLaunchKernel(*head, stream, packed.params, None)
             else:
                 config[0].stream = stream
-                result = lib.cuLaunchKernelEx(ctypes.byref(config[0]), function, packed.params, None)
+                result = lib.cuLaunchKernelEx(ctypes.byref(config[0]), head[0], packed.params, None)
             if result:
                 check_result(result, f"launching {call.kernel} grid={call.grid} block={call.block}")
     finally:
         if switch:
-            lib.cuCtxSetCurrent(current)
+            lib.cuCtxSetCurrent(before)
 
 
 _contexts: dict[int, int] = {}
@@ -232,6 +240,7 @@ def primary_context(device: int) -> int:
     return _contexts[device]
 
 
+@functools.cache
 def _driver() -> ctypes.CDLL:
     """libcuda, with the signatures of the calls made here added to the evaluator's handle."""
     from evolve.evaluate.gpu.hopper import libcuda

@@ -16,8 +16,9 @@ state_dict keys (dotted keys make submodules), so ``ModelNew(*args).load_state_d
 model.state_dict())`` loads a Model's; they are inference-only (``requires_grad=False``: the
 kernel has no backward). ``forward`` returns the task's outputs and inouts (one, or a tuple) by
 the fast path (:mod:`evolve.results.fastcall`), and through the custom op when ``torch.compile``
-traces it, so a compiled model has no graph break. The op is registered when a ModelNew is made
-(not while the compiler traces), once per kernel and process, as
+traces it, so a compiled model has no graph break, or when an input requires a gradient, so that
+autograd refuses a backward through the kernel (:mod:`evolve.results.forward_only`). The op is
+registered when a ModelNew is made (not while the compiler traces), once per kernel and process, as
 ``torch.ops.cuda_evolve_model.<task>_<digest of the kernel, its tunables and the task>``.
 """
 
@@ -145,7 +146,10 @@ def model_class(kernel: Any) -> Any:
             values: list[Any] = [None] * n_args
             for i, v in zip(forward_at, inputs, strict=True):
                 values[i] = v
-            if torch.compiler.is_compiling():  # the custom op, which the compiler traces by its fake
+            # the custom op where the compiler traces (by its fake) or autograd records (its
+            # forward-only formula: a backward through the kernel fails instead of losing the gradient)
+            recorded = torch.is_grad_enabled() and any(getattr(v, "requires_grad", False) for v in inputs)
+            if recorded or torch.compiler.is_compiling():
                 for i, owner, leaf in self._slots:
                     values[i] = getattr(owner, leaf)
                 made = self._op(*[values[i] for i in op_inputs], *[self.sizes[s] for s in given])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import json
 import operator
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -50,6 +51,13 @@ def _is_torch(array: Any) -> bool:
     return type(array).__module__.startswith("torch")
 
 
+def _tensor_type() -> type | None:
+    """``torch.Tensor`` once PyTorch is imported (an argument can be one only then), else None:
+    a CuPy user's call never imports PyTorch."""
+    torch = sys.modules.get("torch")
+    return getattr(torch, "Tensor", None)
+
+
 class Kernel:
     """A winning kernel, ready to call; see the module's docstring."""
 
@@ -69,6 +77,9 @@ class Kernel:
         self._name_set = frozenset(self._names)
         self._size_names = tuple(self.task.correctness_sizes[0])
         self._returned = [i for i, a in enumerate(self.task.args) if a.role != "input"]
+        # positional PyTorch tensors with every input among them take the fast path directly
+        self._direct = not self.variant.spec.tensor_maps
+        self._least = 1 + max((i for i, a in enumerate(self.task.args) if a.role != "output"), default=-1)
 
     @classmethod
     def load(cls, cu: Path | str) -> Kernel:
@@ -80,8 +91,14 @@ class Kernel:
         """Launch on the task's arguments (positionally in its order, or by name; outputs may be
         left out and are then allocated) and any sizes no shape says; returns the outputs and
         inouts (one array, or a tuple in the task's order)."""
+        if not kwargs and self._direct and self._least <= len(args) <= len(self._names):
+            tensor = _tensor_type()
+            if tensor is not None and all(isinstance(v, tensor) for v in args):  # a model's call
+                values = self.launch_torch([*args, *[None] * (len(self._names) - len(args))], {})
+                results = tuple(values[i] for i in self._returned)
+                return results[0] if len(results) == 1 else results
         arrays, sizes = self._arguments(args, kwargs)
-        if not self.variant.spec.tensor_maps and all(_is_torch(v) for v in arrays.values()):
+        if self._direct and all(_is_torch(v) for v in arrays.values()):
             values = self.launch_torch([arrays.get(a.name) for a in self.task.args], sizes)
             results = tuple(values[i] for i in self._returned)
             return results[0] if len(results) == 1 else results

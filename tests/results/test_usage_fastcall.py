@@ -189,3 +189,44 @@ def test_the_bench_s_overhead_table_and_its_section(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "evolve.bench", "sections=[overhead]", f"out={tmp_path}"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "need an NVIDIA GPU" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_positional_tensors_go_straight_to_the_fast_path(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model's call (tensors in the task's order, no keywords) skips the general argument handling
+    (issue 26: its cost was most of best.py's per-call overhead) and launches the same list."""
+    torch = pytest.importorskip("torch")
+    best = import_file(write_best(task("layernorm"), tmp_path / "ln"), "best_ln_direct")
+    k = best.kernel
+    launched: list[list] = []
+    monkeypatch.setattr(k, "launch_torch", lambda values, sizes: launched.append([*values]) or
+                        [*values[:3], torch.zeros(1)])
+    general = k._arguments
+    took: list[int] = []
+    monkeypatch.setattr(k, "_arguments", lambda *a: took.append(1) or general(*a))
+    x, g, b, y = torch.randn(2, 8), torch.randn(8), torch.randn(8), torch.empty(2, 8)
+    best.layernorm(x, g, b)
+    best.layernorm(x, g, b, y)
+    assert not took, "positional tensors took the general path"
+    best.layernorm(x, g, b, y=y)  # keywords: the general path, to the same launch
+    assert took and launched[1:] == [[x, g, b, y]] * 2 and launched[0] == [x, g, b, None]
+    with pytest.raises(TypeError, match="needs beta"):
+        best.layernorm(x, g)
+
+
+def test_model_new_launches_through_autograd_only_when_an_input_requires_a_gradient(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Else its output would silently carry no gradient; through the op a backward fails in one line."""
+    torch = pytest.importorskip("torch")
+    best = import_file(write_best(task("layernorm"), tmp_path / "ln"), "best_ln_grad")
+    new = best.ModelNew()
+    way: list[str] = []
+    monkeypatch.setattr(best.kernel, "launch_torch", lambda values, sizes: way.append("direct") or
+                        [*values[:3], torch.zeros(1)])
+    monkeypatch.setattr(new, "_op", lambda *values: way.append("op") or torch.zeros(1))
+    x, g, b = torch.randn(2, 8), torch.randn(8), torch.randn(8)
+    new(x, g, b)
+    new(x.requires_grad_(), g, b)
+    with torch.no_grad():
+        new(x, g, b)
+    assert way == ["direct", "op", "direct"]

@@ -13,7 +13,7 @@ import pytest
 
 from evolve.task.correctness import compare_all
 from evolve.task.task import Tolerance, builtin_task, load_task
-from tests.helpers.precision_models import HONEST, REDUCED, Model
+from tests.helpers.precision_models import HONEST, REDUCED, Model, bf16, tensor_core, tf32
 from tests.helpers.runs import check_lines
 
 
@@ -80,3 +80,25 @@ def test_check_warns_when_float32_arithmetic_cannot_meet_the_tolerance() -> None
                and "tighter than float32 arithmetic allows" in line for line in lines), lines
     _, lines = check_lines(task_config("vector_add"), compile_all_up_to=0, compile_sample=0)
     assert not any(line.startswith("warning:") for line in lines), lines
+
+
+@pytest.mark.parametrize(("case", "model"), [("sgemm_tf32.cu", tensor_core(tf32, 1, step=1)),
+                                             ("sgemm_bf16x3.cu", tensor_core(bf16, 3, step=1)),
+                                             ("sgemm_3xtf32.cu", tensor_core(tf32, 3, step=1))])
+def test_the_adversarial_gemm_kernels_arithmetic_gets_the_verdict_their_case_expects(case: str,
+                                                                                    model: Model) -> None:
+    """The kernels of tests/adversarial/ round as these models do (each k's products, then fp32):
+    their verdicts on the GPU must be these (tests/test_adversarial.py)."""
+    import re
+
+    import yaml
+
+    from evolve.paths import ROOT
+
+    expected = next(c for c in yaml.safe_load((ROOT / "tests/adversarial/cases.yaml").read_text())
+                    if c["file"] == case)
+    got = [v for v in verdicts(model, 1) if v]
+    if expected["expect"] == "ok":
+        assert not got, got
+    else:
+        assert got and re.search(expected["reason"], got[0]), got

@@ -24,6 +24,7 @@ from evolve.app.run import run
 from evolve.app.sweep import in_sweep, name_job, record_job
 from evolve.errors import EvolveError
 from evolve.paths import CONF_DIR
+from evolve.settings import RENAMED
 from evolve.task.files import list_tasks, register_task_files
 
 log = logging.getLogger("evolve")
@@ -120,7 +121,9 @@ def _one_line(exc: BaseException) -> str:
     typo = cause or exc
     if isinstance(typo, ConfigKeyError | ConfigAttributeError):
         fields = getattr(getattr(typo, "object_type", None), "__dataclass_fields__", None)
-        if fields and (near := difflib.get_close_matches(str(typo.key), fields)):
+        if fields and str(typo.key) in RENAMED and RENAMED[str(typo.key)] in fields:
+            line += f" ({typo.key} is now {RENAMED[str(typo.key)]})"
+        elif fields and (near := difflib.get_close_matches(str(typo.key), fields)):
             line += f" (did you mean {' or '.join(near)}?)"
         elif not fields and len(lines) > 1 and lines[1].startswith("To append"):
             line += f" ({lines[1].removeprefix('To append to your config use ')} adds it)"

@@ -220,7 +220,7 @@ class BackendSettings:
     the defaults: the option files conf/backend/*.yaml hold only what differs (cupy's device)."""
 
     name: str = MISSING  # cupy | replay | check
-    device: int = 0  # cupy: CUDA device index of the worker (cupy.yaml: the run's worker index)
+    device: int = 0  # cupy: CUDA device index of the GPU worker (cupy.yaml: the evaluator's index)
     compile_timeout_s: float = 60.0  # cupy: NVRTC time limit per candidate (a compile bomb is stopped)
     compile_ahead: Any = "auto"  # cupy: processes compiling the next candidates while the GPU measures
     # (auto: CPUs - 2, at most 8; 0: off)
@@ -249,12 +249,17 @@ class StorageSettings:
     artifacts: str = "runs/artifacts"  # kernel sources; shared by every process of a run
 
 
+# settings that were renamed: the old name is refused with the new one (one name per concept:
+# "worker" is the GPU process an evaluator measures in)
+RENAMED = {"workers": "evaluators", "worker": "evaluator"}
+
+
 @dataclass
 class EvolveConfig:
     run: RunSettings = field(default_factory=RunSettings)
     role: Role = Role.all
-    workers: str = "1"  # evaluator processes on this node: a number, or auto (one per visible GPU)
-    worker: int = 0  # this evaluator's index (e.g. -m hydra/launcher=joblib worker=0,1,2,3)
+    evaluators: str = "1"  # evaluator processes on this node: a number, or auto (one per visible GPU)
+    evaluator: int = 0  # this evaluator's index (e.g. -m hydra/launcher=joblib evaluator=0,1,2,3)
     search: SearchSettings = field(default_factory=SearchSettings)
     evolution: EvolutionSettings = field(default_factory=EvolutionSettings)
     llm: LLMSettings = field(default_factory=LLMSettings)

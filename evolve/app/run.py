@@ -20,10 +20,10 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.artifacts import FileSystemArtifactStore
 
 from evolve import __version__
+from evolve.app.evaluators import nvidia_smi_gpus, start_evaluators, wait_for
 from evolve.app.invocation import keep_invocation, resume_command, store_config
 from evolve.app.sweep import record_job
 from evolve.app.validation import validate, validate_settings
-from evolve.app.workers import nvidia_smi_gpus, start_workers, wait_for
 from evolve.errors import EvolveError
 from evolve.evaluate.backend import Backend, create_backend
 from evolve.evaluate.gpu.sanitize import sanitize
@@ -71,11 +71,11 @@ def run(cfg: DictConfig) -> float | None:
     settings = c.search
     if settings.seed is None:  # one of its own, recorded: a replay of this run proposes alike
         settings = dataclasses.replace(settings, seed=run_seed(c.llm.name, c.llm.recording))
-    if c.worker:  # evaluators must not propose alike
-        settings = dataclasses.replace(settings, seed=settings.seed + c.worker)
+    if c.evaluator:  # evaluators must not propose alike
+        settings = dataclasses.replace(settings, seed=settings.seed + c.evaluator)
     target = None if c.hardware.name == "auto" else named(plain["hardware"])
     role = c.role
-    helpers = start_workers(c) if role == Role.all else []
+    helpers = start_evaluators(c) if role == Role.all else []
     if helpers:  # the evaluators are the helper processes: this one proposes, waits and exports
         role = Role.propose
     _spawn_as_python_does()

@@ -3,7 +3,7 @@
 Every job of a sweep is its own run: its name is the run name with the job number appended,
 whether the name is the default or was given with ``run.name``, so no two jobs ever share a study
 (a job that "resumed" another would report that one's result as its own). A sweep run again with
-the same ``run.name`` resumes each job. Evaluator jobs (``role=evaluate``, e.g. ``-m worker=0,1,2,3``)
+the same ``run.name`` resumes each job. Evaluator jobs (``role=evaluate``, e.g. ``-m evaluator=0,1,2,3``)
 are the exception by design: they are the evaluators of the one study ``run.name`` names.
 
 Hydra writes ``multirun.yaml`` into the sweep's own folder (``runs/sweeps/<date-time>/``); each job

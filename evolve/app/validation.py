@@ -58,10 +58,10 @@ def validate_settings(c: Mapping[str, Any]) -> None:
     used += ["llm", "evolution"] if role != "evaluate" else []
     for section in used:
         _required(c[section], section)
-    workers = str(_get(c, "workers"))
-    if workers != "auto" and not (workers.isdigit() and int(workers) >= 1):
-        raise EvolveError(f"workers must be a number or auto (at least 1), got {workers!r}")
-    _int(c, "worker", minimum=0)
+    evaluators = str(_get(c, "evaluators"))
+    if evaluators != "auto" and not (evaluators.isdigit() and int(evaluators) >= 1):
+        raise EvolveError(f"evaluators must be a number or auto (at least 1), got {evaluators!r}")
+    _int(c, "evaluator", minimum=0)
     if not str(_get(c, "run.name") or "").strip():
         raise EvolveError("run.name must not be empty")
     _search(c)

@@ -155,7 +155,7 @@ def _mix(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """Sum of several runs' throughputs, each run on one GPU."""
     fields = ("candidates", "wall_s", "compile_s", "check_s", "timing_s", "storage_s", "other_s",
               "evaluator_s")
-    total = Throughput(**{k: type(parts[0][k])(sum(p[k] for p in parts)) for k in fields}, workers=1)
+    total = Throughput(**{k: type(parts[0][k])(sum(p[k] for p in parts)) for k in fields}, evaluators=1)
     return total.to_dict()
 
 

@@ -17,15 +17,16 @@ from optuna.trial import FrozenTrial, TrialState
 
 from evolve.errors import EvolveError
 from evolve.evaluate.measurement import NOT_COUNTED, Status
+from evolve.record.schema import Attr
 from evolve.record.storage import open_location
 
 
 @dataclass(frozen=True)
 class Throughput:
     candidates: int  # measured candidates (failed ones included, skipped ones not)
-    workers: int  # evaluators at once, at most
+    evaluators: int  # evaluators at once, at most
     wall_s: float  # while at least one evaluator ran (a resumed run's pause not included)
-    compile_s: float  # summed over candidates (and workers)
+    compile_s: float  # summed over candidates (and evaluators)
     check_s: float
     timing_s: float
     storage_s: float  # inside a trial's span, outside the evaluator
@@ -56,7 +57,7 @@ class Throughput:
     def line(self) -> str:
         where = ("replay backend: evaluation times are the recording's, not this run's" if self.replayed
                  else "time: " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in self.shares().items()))
-        return (f"{self.candidates} candidates in {self.wall_s:.1f} s on {self.workers} evaluator(s): "
+        return (f"{self.candidates} candidates in {self.wall_s:.1f} s on {self.evaluators} evaluator(s): "
                 f"{self.per_min:.1f}/min ({self.per_min_per_gpu:.1f}/min per GPU); {where}")
 
 
@@ -79,7 +80,7 @@ def throughput(trials: list[FrozenTrial], replayed: bool = False) -> Throughput:
     compile_s = sum(float(t.user_attrs.get("compile_s", 0.0)) for t in ts)
     check_s = sum(float(t.user_attrs.get("check_s", 0.0)) for t in ts)
     return Throughput(
-        candidates=len(ts), workers=_most_at_once(sessions), wall_s=_covered_s(sessions),
+        candidates=len(ts), evaluators=_most_at_once(sessions), wall_s=_covered_s(sessions),
         compile_s=compile_s, check_s=check_s, timing_s=max(evals - compile_s - check_s, 0.0),
         storage_s=max(spans - evals, 0.0), other_s=max(evaluator_s - spans, 0.0),
         evaluator_s=evaluator_s, replayed=replayed,
@@ -88,12 +89,12 @@ def throughput(trials: list[FrozenTrial], replayed: bool = False) -> Throughput:
 
 def _sessions(ts: list[FrozenTrial]) -> list[tuple[float, float]]:
     """Each evaluator's (first trial's start, last trial's end), in seconds."""
-    by_worker: dict[object, list[FrozenTrial]] = {}
+    by_evaluator: dict[object, list[FrozenTrial]] = {}
     for t in ts:
-        by_worker.setdefault(t.user_attrs.get("worker", "?"), []).append(t)
+        by_evaluator.setdefault(t.user_attrs.get(Attr.EVALUATOR, "?"), []).append(t)
     return [(min(t.datetime_start.timestamp() for t in mine),  # type: ignore[union-attr]
              max(t.datetime_complete.timestamp() for t in mine))  # type: ignore[union-attr]
-            for mine in by_worker.values()]
+            for mine in by_evaluator.values()]
 
 
 def _most_at_once(sessions: list[tuple[float, float]]) -> int:
@@ -116,14 +117,14 @@ def _covered_s(sessions: list[tuple[float, float]]) -> float:
 
 
 def _busy_s(ts: list[FrozenTrial]) -> float:
-    """Seconds the trials kept their workers busy: each from its start, or from the end of the
+    """Seconds the trials kept their evaluators busy: each from its start, or from the end of the
     same worker's previous trial if later. A trial queued ahead (the search's look-ahead) starts
     while its predecessor is still being measured; counting that wait would count time twice."""
-    by_worker: dict[object, list[FrozenTrial]] = {}
+    by_evaluator: dict[object, list[FrozenTrial]] = {}
     for t in ts:
-        by_worker.setdefault(t.user_attrs.get("worker", "?"), []).append(t)
+        by_evaluator.setdefault(t.user_attrs.get(Attr.EVALUATOR, "?"), []).append(t)
     busy = 0.0
-    for mine in by_worker.values():
+    for mine in by_evaluator.values():
         free = None
         for t in sorted(mine, key=lambda t: t.datetime_complete):  # type: ignore[arg-type, return-value]
             begin = t.datetime_start if free is None else max(t.datetime_start, free)  # type: ignore[type-var]

@@ -42,7 +42,7 @@ class Attr:
     LLM_MODEL = "llm_model"  # an LLM child's first trial: the model that wrote it ...
     LLM_TOKENS = "llm_tokens"  # ... and the tokens it took
     # what measuring it gave
-    WORKER = "worker"  # host:pid of the evaluator
+    EVALUATOR = "worker"  # host:pid of the evaluator (the stored key predates the name)
     STATUS = "status"  # a measurement.Status value
     REASON = "reason"
     DIAGNOSTICS = "diagnostics"  # sanitized compiler output

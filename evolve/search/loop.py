@@ -43,7 +43,7 @@ from evolve.task.task import Task
 __all__ = ["Search", "SearchSettings"]  # the settings too, for whoever runs the loop directly
 
 log = logging.getLogger(__name__)
-WORKER = f"{socket.gethostname()}:{os.getpid()}"  # which evaluator measured a trial
+EVALUATOR = f"{socket.gethostname()}:{os.getpid()}"  # which evaluator measured a trial
 WAIT_S = 0.05  # the loop looks again this often while it waits
 JOIN_S = 2.0  # on leaving, an LLM call in flight is abandoned after this long (Ctrl-C)
 Callback = Callable[[Variant, Mapping[str, int], Measurement], None]
@@ -133,7 +133,7 @@ class Search:
         trial = self.study.ask()
         tid = record.trial_id(trial)
         record.mark_alive(self.study, tid)
-        trial.set_user_attr(Attr.WORKER, WORKER)
+        trial.set_user_attr(Attr.EVALUATOR, EVALUATOR)
         vid = trial.user_attrs.get(Attr.VARIANT)
         if vid is None:  # Optuna made a fresh trial: the queue was emptied by another evaluator
             record.skip(self.study, trial, Status.NO_CANDIDATE)

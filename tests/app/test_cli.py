@@ -93,7 +93,11 @@ def test_without_a_gpu_or_cupy_the_advice_is_the_replay_too(in_tmp: Path) -> Non
     (("evolution.prompts.mutate=x.md",), "(+evolution.prompts.mutate=x.md adds it)"),
     (("task=nosuch",), "unknown task 'nosuch': built-in tasks: bgemm, hgemm, layernorm"),
     (("llm.max_calls=-",), "llm.max_calls"),
-    (("workers=two", "backend=replay", "hardware=h200", "llm=none"), "workers must be a number or auto"),
+    (("evaluators=two", "backend=replay", "hardware=h200", "llm=none"),
+     "evaluators must be a number or auto"),
+    # issue 25.2: "worker" is the GPU process; the evaluator processes were renamed, the old name says so
+    (("workers=2",), "Key 'workers' not in 'EvolveConfig' (workers is now evaluators)"),
+    (("worker=1",), "(worker is now evaluator)"),
     # issue 28.3: every group answers "did you mean", never "+key adds it" for a key nothing reads
     (("backend.timeout=5",), "Key 'timeout' not in 'BackendSettings' (did you mean timeout_s?)"),
     (("backend.compile_timeout=5",), "(did you mean compile_timeout_s"),
@@ -217,7 +221,7 @@ def test_the_configuration_is_an_artifact_and_the_attributes_stay_short(in_tmp: 
 def test_a_slurm_sweep_where_there_is_no_slurm_is_one_line(in_tmp: Path) -> None:
     if shutil.which("sbatch"):
         pytest.skip("SLURM is here")
-    out = cli("-m", "hydra/launcher=evolve_slurm", "worker=0,1", "role=evaluate", "backend.device=0",
+    out = cli("-m", "hydra/launcher=evolve_slurm", "evaluator=0,1", "role=evaluate", "backend.device=0",
               "task=sgemm", "run.name=big")
     one_line_error(out, "submits the jobs to SLURM, and this machine has no sbatch")
 

@@ -62,7 +62,7 @@ def _differs(given: Mapping[str, Any], defaults: Any, where: str) -> None:
 def test_a_backend_given_only_its_name_has_the_settings_of_its_option_file(name: str) -> None:
     """What a backend reads of a partial mapping (a test's, a benchmark's) is what a run composes
     (cupy's device is the run's worker, 0 here)."""
-    composed = OmegaConf.to_object(compose_with(f"backend={name}", "worker=0").backend)
+    composed = OmegaConf.to_object(compose_with(f"backend={name}", "evaluator=0").backend)
     assert composed == BackendSettings.from_config({"name": name})
 
 

@@ -53,7 +53,7 @@ def test_a_seed_naming_what_the_task_does_not_have_is_refused(tmp_path: Path) ->
     (["search.sampler=foo"], "unknown search.sampler 'foo'"),
     (["search.explore=-1"], "search.explore must be a number >= 0"),
     (["search.heartbeat_s=60", "search.stale_after_s=30"], "must be longer than search.heartbeat_s"),
-    (["workers=0"], "workers must be a number or auto (at least 1)"),
+    (["evaluators=0"], "evaluators must be a number or auto (at least 1)"),
     (["role=propose"], "role=propose needs an LLM"),
     (["hardware=auto"], "backend=replay needs a named hardware target"),
     (["backend=cupy", "backend.timeout_s=-1"], "backend.timeout_s must be a number > 0"),

@@ -29,7 +29,7 @@ REPLAY = ["backend=replay", "hardware=h200"]
 def test_run_search_returns_the_best_kernel_and_its_throughput(tmp_path: Path) -> None:
     found = run_search("transpose", tmp_path, 12, "tpe", REPLAY)
     tp = found["throughput"]
-    assert tp.candidates == 12 and tp.workers == 1 and tp.per_min > 0
+    assert tp.candidates == 12 and tp.evaluators == 1 and tp.per_min > 0
     assert found["best"]["task"] == "transpose" and found["best"]["variant"]["name"] in {
         v.name for v in builtin_task("transpose").seeds()}
     study = optuna.load_study(study_name="transpose-tpe-12", storage=f"sqlite:///{tmp_path}/bench.db")
@@ -132,7 +132,7 @@ def test_a_resumed_run_is_one_evaluator_and_its_pauses_are_no_ones_time() -> Non
     trials = [_trial(0, 0.0, 2.0, 1.5, "h:1"), _trial(1, 2.0, 4.0, 1.5, "h:1"),
               _trial(2, hour, hour + 2.0, 1.5, "h:2"), _trial(3, 2 * hour, 2 * hour + 3.0, 2.5, "h:3")]
     tp = throughput(trials)
-    assert tp.workers == 1 and tp.wall_s == pytest.approx(9.0) and tp.evaluator_s == pytest.approx(9.0)
+    assert tp.evaluators == 1 and tp.wall_s == pytest.approx(9.0) and tp.evaluator_s == pytest.approx(9.0)
     assert tp.per_min == pytest.approx(60 * 4 / 9.0) and tp.per_min_per_gpu == pytest.approx(tp.per_min)
     shares = tp.shares()
     assert all(0 <= v <= 1 for v in shares.values()) and sum(shares.values()) == pytest.approx(1.0)
@@ -143,7 +143,7 @@ def test_evaluators_at_once_are_counted_and_each_has_its_own_time() -> None:
     trials = [_trial(0, 0.0, 4.0, 3.0, "a:1"), _trial(1, 4.0, 8.0, 3.0, "a:1"),
               _trial(2, 1.0, 5.0, 3.0, "b:1"), _trial(3, 5.0, 9.0, 3.0, "b:1")]
     tp = throughput(trials)
-    assert tp.workers == 2 and tp.wall_s == pytest.approx(9.0) and tp.evaluator_s == pytest.approx(16.0)
+    assert tp.evaluators == 2 and tp.wall_s == pytest.approx(9.0) and tp.evaluator_s == pytest.approx(16.0)
     assert tp.per_min_per_gpu == pytest.approx(60 * 4 / 16.0)
     assert sum(tp.shares().values()) == pytest.approx(1.0) and tp.shares()["other"] == 0
 

@@ -108,7 +108,7 @@ def _counted_by_worker(url: str, name: str) -> tuple[int, set[str]]:
 
 def test_workers_start_one_evaluator_per_gpu(in_tmp: Path, postgres_url: str) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "evolve", "task=softmax", "run.name=w", "workers=2", "backend=replay",
+        [sys.executable, "-m", "evolve", "task=softmax", "run.name=w", "evaluators=2", "backend=replay",
          "hardware=h200", "llm=none", "storage=postgres", f"storage.url='{postgres_url}'",
          "search.n_trials=12", "backend.delay_s=0.1", "search.progress=false", "evolution.idle_wait_s=3"],
         env=ENV, capture_output=True, text=True, timeout=240,
@@ -126,7 +126,7 @@ def test_workers_start_one_evaluator_per_gpu(in_tmp: Path, postgres_url: str) ->
 
 def test_hydra_joblib_launcher_runs_evaluators_in_parallel(in_tmp: Path, postgres_url: str) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "evolve", "-m", "hydra/launcher=joblib", "worker=0,1,2", "role=evaluate",
+        [sys.executable, "-m", "evolve", "-m", "hydra/launcher=joblib", "evaluator=0,1,2", "role=evaluate",
          "task=transpose", "run.name=jl", "backend=replay", "hardware=h200", "llm=none", "storage=postgres",
          f"storage.url='{postgres_url}'", "search.n_trials=15", "backend.delay_s=0.1",
          "search.progress=false", "evolution.idle_wait_s=3"],
@@ -145,7 +145,7 @@ def test_evaluators_under_the_joblib_launcher_can_start_their_gpu_worker(in_tmp:
     if "GPU " in smi.stdout:
         pytest.skip("a GPU is here: run the joblib command of docs/scaling-out.md with storage=postgres")
     out = subprocess.run(
-        [sys.executable, "-m", "evolve", "-m", "hydra/launcher=joblib", "worker=0,1", "role=evaluate",
+        [sys.executable, "-m", "evolve", "-m", "hydra/launcher=joblib", "evaluator=0,1", "role=evaluate",
          "task=vector_add", "run.name=jw", "backend=cupy", "search.progress=false"],
         env=ENV, capture_output=True, text=True, timeout=240,
     )
@@ -155,6 +155,6 @@ def test_evaluators_under_the_joblib_launcher_can_start_their_gpu_worker(in_tmp:
 
 
 def test_several_evaluators_refuse_sqlite(in_tmp: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "evolve", "workers=2", "backend=replay", "hardware=h200",
+    out = subprocess.run([sys.executable, "-m", "evolve", "evaluators=2", "backend=replay", "hardware=h200",
                           "llm=none"], env=ENV, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "storage=postgres" in out.stderr

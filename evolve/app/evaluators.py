@@ -1,4 +1,4 @@
-"""Evaluator processes of this node (``workers=N|auto``): one ``role=evaluate`` process per GPU,
+"""Evaluator processes of this node (``evaluators=N|auto``): one ``role=evaluate`` process per GPU,
 each pinned with CUDA_VISIBLE_DEVICES, all on the run's study; Optuna's storage is the only link."""
 
 from __future__ import annotations
@@ -16,28 +16,28 @@ from evolve.settings import EvolveConfig
 log = logging.getLogger("evolve")
 
 
-def start_workers(c: EvolveConfig) -> list[subprocess.Popen[bytes]]:
-    """Start the evaluators ``workers`` asks for (none for ``workers=1``: this process evaluates)."""
-    if c.workers == "1":
+def start_evaluators(c: EvolveConfig) -> list[subprocess.Popen[bytes]]:
+    """Start the evaluators ``evaluators`` asks for (none for ``evaluators=1``: this process evaluates)."""
+    if c.evaluators == "1":
         return []
-    if c.workers != "auto" and not c.workers.isdigit():
-        raise EvolveError(f"workers must be a number or auto, got {c.workers!r}")
+    if c.evaluators != "auto" and not c.evaluators.isdigit():
+        raise EvolveError(f"evaluators must be a number or auto, got {c.evaluators!r}")
     gpus = visible_gpus()
-    n = len(gpus) if c.workers == "auto" else int(c.workers)
+    n = len(gpus) if c.evaluators == "auto" else int(c.evaluators)
     if n < 1:
-        raise EvolveError("workers=auto found no GPU (nvidia-smi lists none)" if c.workers == "auto"
-                          else "workers must be at least 1")
+        raise EvolveError("evaluators=auto found no GPU (nvidia-smi lists none)" if c.evaluators == "auto"
+                          else "evaluators must be at least 1")
     if c.storage.kind == "rdb" and str(c.storage.url or "").startswith("sqlite"):
         raise EvolveError("several evaluators need storage=postgres (or storage=journal on one node)")
     overrides = [o for o in HydraConfig.get().overrides.task
-                 if not o.startswith(("workers=", "role=", "worker=", "run.name="))]
+                 if not o.startswith(("evaluators=", "role=", "evaluator=", "run.name="))]
     overrides += [f"--config-dir={s.path}" for s in HydraConfig.get().runtime.config_sources
                   if s.provider == "command-line"]  # where an --config-dir task lives
     procs = []
     for i in range(n):
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)] if gpus else str(i)}
         pin = ["backend.device=0"]  # the one GPU it sees
-        cmd = [sys.executable, "-m", "evolve", *overrides, "role=evaluate", "workers=1", f"worker={i}",
+        cmd = [sys.executable, "-m", "evolve", *overrides, "role=evaluate", "evaluators=1", f"evaluator={i}",
                *pin, f"run.name={c.run.name}", "search.progress=false"]
         procs.append(subprocess.Popen(cmd, env=env))
     log.info("started %d evaluator process(es) on GPU(s) %s", n, ", ".join(gpus) or "0..")

@@ -70,5 +70,9 @@ def getCUBIN(prog: int) -> bytes:
     return _read(prog, "CUBIN")
 
 
+def getPTX(prog: int) -> bytes:
+    return _read(prog, "PTX")
+
+
 def destroyProgram(prog: int) -> None:
     _call("nvrtcDestroyProgram", ctypes.byref(ctypes.c_void_p(prog)))

@@ -14,6 +14,8 @@ from evolve.kernel.compiler import (
     sanitize,
     target_arch,
 )
+from evolve.kernel.cubin import inspect
+from evolve.paths import KERNELS_DIR
 from tests.helpers.tasks import TASKS, nvrtc_or_skip, task
 
 
@@ -201,3 +203,23 @@ def test_waiting_on_compile_ahead_lets_a_started_compile_finish_and_drops_a_queu
         assert len(cubins()) == 1, "the dropped candidate was not compiled ahead"
     finally:
         ahead.close()
+
+
+def test_nvrtc_alone_compiles_what_cupy_s_nvrtc_compiles(monkeypatch) -> None:
+    """The check extra (NVRTC through ctypes, no CuPy) offers every call compile_cuda makes: it
+    lacked getPTX, read for the clock check, so a newcomer's first uncached compile was a traceback."""
+    nvrtc_or_skip()
+    from evolve.kernel import compiler, nvrtc
+
+    try:
+        nvrtc.getVersion()
+    except Exception as exc:  # the check extra is in the test extra; its library may still be absent
+        pytest.skip(f"NVRTC through ctypes is not available here: {exc}")
+    source = (KERNELS_DIR / "vector_add" / "naive.cu").read_text()
+    by_cupy = compile_cuda(source, {"BLOCK": 256}, "sm_90", cache=False)
+    monkeypatch.setattr(compiler, "_nvrtc", lambda: nvrtc)
+    alone = compile_cuda(source, {"BLOCK": 256}, "sm_90", cache=False)
+    assert inspect(alone.cubin).code_digest == inspect(by_cupy.cubin).code_digest
+    with pytest.raises(SourceRejected, match="reading the clock"):
+        compile_cuda(source.replace("int i =", "long long t0 = clock64(); int i = (int)(t0 & 0) +"),
+                     {"BLOCK": 256}, "sm_90", cache=False)

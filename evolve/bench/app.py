@@ -23,7 +23,7 @@ from evolve.bench import report
 from evolve.bench.throughput import Throughput
 from evolve.bench.timer import TimerSettings
 from evolve.errors import EvolveError
-from evolve.paths import BENCH_CONF_DIR
+from evolve.paths import BENCH_CONF_DIR, install_command
 
 log = logging.getLogger("evolve.bench")
 SECTIONS = ("speed", "efficiency", "throughput", "agent", "overhead", "kernelbench")
@@ -146,7 +146,7 @@ def _throughput(c: dict[str, Any], out: Path, speed: dict[str, Any] | None) -> d
         try:
             vs["kernel_tuner"] = kernel_tuner_rate(task, variant, n, seed=0)
         except ImportError:
-            vs["kernel_tuner"] = "not installed (pip install -e '.[bench]')"
+            vs["kernel_tuner"] = f"not installed ({install_command('bench')})"
     res["versus"] = vs
     return res
 

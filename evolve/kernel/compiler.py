@@ -22,6 +22,7 @@ from pathlib import Path
 from evolve.errors import EvolveError
 from evolve.kernel.cubin import CubinError, inspect
 from evolve.kernel.spec import COMMENT_OR_STRING, MAX_SOURCE_CHARS, normalize_source
+from evolve.paths import install_command
 
 PROGRAM_NAME = "kernel.cu"  # what NVRTC calls every source (__FILE__; best.cu's #line names it too)
 
@@ -319,8 +320,8 @@ def _nvrtc():
         own.getVersion()
         return own
     except Exception as exc:
+        why = sorted({cupy_error.__class__.__name__, exc.__class__.__name__})
         raise EvolveError(
-            f"NVRTC is not available ({cupy_error.__class__.__name__}, {exc.__class__.__name__}): "
-            "pip install -e '.[check]' (NVRTC alone, enough for backend=check) or '.[cuda13]' (or "
-            "'.[cuda12]') for a GPU"
+            f"NVRTC is not available ({', '.join(why)}): {install_command('check')} (NVRTC alone, "
+            f"enough for backend=check), or {install_command('cuda13')} (or cuda12) for a GPU"
         ) from None

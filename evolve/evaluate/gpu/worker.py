@@ -17,6 +17,7 @@ from typing import Any
 
 from evolve.errors import EvolveError
 from evolve.evaluate.gpu.lifetime import die_with_parent
+from evolve.paths import install_command
 
 STARTUP_TIMEOUT_S = 120.0
 SCRUBBED_ENV = ("OPENAI_API_KEY", "EVOLVE_POSTGRES_URL", "EVOLVE_LLM_BASE_URL")
@@ -54,7 +55,7 @@ def serve(conn: Connection, device: int) -> None:
         cp.cuda.Device(device).use()
         props = gpu_device.device_properties(device)
     except ImportError as exc:
-        conn.send(("error", f"CuPy is not installed ({exc}): pip install -e '.[cuda13]' (or '.[cuda12]')"))
+        conn.send(("error", f"CuPy is not installed ({exc}): {install_command('cuda13')} (or cuda12)"))
         return
     except Exception as exc:
         conn.send(("error", f"no usable CUDA GPU ({exc.__class__.__name__}: {str(exc)[:200]})"))

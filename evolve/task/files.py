@@ -113,8 +113,13 @@ def _register(value: str) -> str:
     key = f"{FILE_PREFIX}{path}" + (f":{function}" if function else "")
     group, name = key.rsplit("/", 1)
     if problem:
-        from evolve.task.torch_task import task_config
-
+        try:
+            from evolve.task.torch_task import task_config
+        except ModuleNotFoundError as exc:
+            if exc.name != "torch":
+                raise
+            raise EvolveError(f"{path.name} is a PyTorch problem: it needs PyTorch where the task is made "
+                              "(pip install torch; the CPU build is enough for backend=check)") from None
         node = task_config(path, function)
     else:
         node = read_task_file(path)

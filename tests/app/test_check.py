@@ -205,3 +205,14 @@ def test_check_refuses_what_a_run_refuses(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.chdir(tmp_path)
     out = cli(f"task={folder / 'histogram.yaml'}", "backend=check", "search.sampler=tpee")
     assert out.returncode == 2 and "unknown search.sampler" in out.stderr, out.stdout + out.stderr
+
+
+def test_a_pytorch_problem_without_pytorch_is_one_line(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A newcomer without PyTorch got a traceback (ModuleNotFoundError from the task's module)."""
+    from tests.helpers.runs import one_line_error
+
+    monkeypatch.chdir(tmp_path)
+    out = cli(f"task={ROOT / 'tests/torch_problems/gelu.py'}", "backend=check",
+              pythonpath=[_hiding(tmp_path / "hide", "torch")])
+    one_line_error(out, "gelu.py is a PyTorch problem: it needs PyTorch", "pip install torch")

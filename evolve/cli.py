@@ -55,18 +55,28 @@ def _job(cfg: DictConfig) -> float | None:
         _log_to_file(message)
         if not in_sweep():
             _fail(exc)
-        print(message, file=sys.stderr)
-        # one job's mistake does not stop the sweep: its row in the table says what went wrong
+        # one job's mistake does not stop the sweep: its row in the table says what went wrong; the
+        # same mistake in every job (no GPU) is printed once
+        print(message if message not in _said else "evolve: (this job: the same)", file=sys.stderr)
+        _said.add(message)
+        run_dir = Path(str(OmegaConf.select(cfg, "run.dir", default="")))
         record_job(str(OmegaConf.select(cfg, "run.name", default="?")),
-                   str(OmegaConf.select(cfg, "run.dir", default="?")), error=message.removeprefix("evolve: "))
+                   str(run_dir) if _started(run_dir) else "-", error=message.removeprefix("evolve: "))
         return None
 
 
+_said: set[str] = set()  # the errors this sweep's jobs printed
+
+
+def _started(run_dir: Path) -> bool:
+    """A run that started has its invocation (``.hydra/``) in its folder."""
+    return (run_dir / ".hydra").is_dir()
+
+
 def _drop_unstarted(run_dir: Path) -> None:
-    """A run that never started (a check, a refused command, no GPU) leaves no folder behind:
-    Hydra made it for the log alone. A run that started has its invocation (``.hydra/``) there;
-    a sweep's job keeps its folder (the sweep's table names it)."""
-    if in_sweep() or not run_dir.is_dir() or [p.name for p in run_dir.iterdir()] != ["evolve.log"]:
+    """A run that never started (a check, a refused command or sweep job, no GPU) leaves no
+    folder behind: Hydra made it for the log alone (a sweep's table has the job's error)."""
+    if not run_dir.is_dir() or _started(run_dir) or [p.name for p in run_dir.iterdir()] != ["evolve.log"]:
         return
     root, here = logging.getLogger(), run_dir.resolve()
     for handler in list(root.handlers):

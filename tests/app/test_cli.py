@@ -151,6 +151,10 @@ def test_every_job_of_a_sweep_with_a_name_gets_its_own_study_and_the_sweep_ends_
     assert rows[0][-2:] == ["3", "runs/exp-0"] and rows[2][-2:] == ["3", "runs/exp-2"]
     assert rows[2][3] == f'{optuna.load_study(study_name="exp-2", storage=storage).best_value:.4g}'
     assert "failed: unknown search.sampler 'foo'" in table[3]
+    # the refused jobs never started: no folder (their row says "-"), their error printed once
+    assert rows[1][-1] == "-" and rows[3][-1] == "-"
+    assert not (in_tmp / "runs/exp-1").exists() and not (in_tmp / "runs/exp-3").exists()
+    assert out.stderr.count("unknown search.sampler 'foo'") == 1 and "(this job: the same)" in out.stderr
     assert "optuna-dashboard sqlite:///runs/evolve.db --artifact-dir runs/artifacts" in table[-1]
     sweep = next((in_tmp / "runs" / "sweeps").iterdir())
     assert "| 2 | softmax | random |" in (sweep / "summary.md").read_text()

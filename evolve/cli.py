@@ -86,6 +86,8 @@ def _drop_unstarted(run_dir: Path) -> None:
     with contextlib.suppress(OSError):
         (run_dir / "evolve.log").unlink()
         run_dir.rmdir()
+        if run_dir.parent.name == "runs":  # the default root, made for this folder alone: empty now
+            run_dir.parent.rmdir()
 
 
 def main() -> None:

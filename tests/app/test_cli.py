@@ -204,7 +204,7 @@ def test_checks_and_refused_commands_leave_no_run_folder(in_tmp: Path) -> None:
     assert cli("task=vector_add", "backend=check", "hardware=h200").returncode == 0
     one_line_error(cli("task=vector_add", "backend=replay", "hardware=a100"), "no recorded measurements")
     one_line_error(cli("task=vector_add", "search.n_trials=-1"), "search.n_trials")
-    assert not list((in_tmp / "runs").glob("*")), list((in_tmp / "runs").iterdir())
+    assert not (in_tmp / "runs").exists(), list((in_tmp / "runs").iterdir())  # not even an empty runs/
 
 
 def test_the_configuration_is_an_artifact_and_the_attributes_stay_short(in_tmp: Path) -> None:

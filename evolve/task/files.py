@@ -12,6 +12,7 @@ folder is found from Hydra's search path. ``evolve tasks`` lists what there is.
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -181,11 +182,13 @@ class Found:
     builtin: bool
     seeds: int
     problem: str | None
+    pytorch: bool = False  # a PyTorch problem file (not loaded to be listed: that runs its code)
 
 
 def discover(folders: Sequence[Path]) -> list[Found]:
     """The built-in tasks, then every task file in ``folders`` and two levels down (``op/op.yaml``,
-    ``tasks/op/op.yaml`` and the ``--config-dir`` layout ``task/op.yaml``)."""
+    ``tasks/op/op.yaml`` and the ``--config-dir`` layout ``task/op.yaml``), then the PyTorch
+    problem files there."""
     found = [_examine(p, builtin=True) for p in sorted(BUILTIN_DIR.glob("*.yaml"))]
     seen: set[Path] = set()
     for folder in folders:
@@ -194,7 +197,24 @@ def discover(folders: Sequence[Path]) -> list[Found]:
             if path not in seen and path.parent != BUILTIN_DIR.resolve() and _looks_like_a_task(path):
                 seen.add(path)
                 found.append(_examine(path, builtin=False))
+        scripts = sorted(p for pattern in DEPTH for p in folder.glob(pattern.replace("y*ml", "py")))
+        for path in scripts[:MOST_FILES]:
+            if path.resolve() not in seen and _looks_like_a_problem(path):
+                seen.add(path.resolve())
+                found.append(Found(path.stem, path.resolve(), False, 0, None, pytorch=True))
     return found
+
+
+_PROBLEM = (re.compile(r"^class Model\b", re.M), re.compile(r"^def get_inputs\(", re.M))
+
+
+def _looks_like_a_problem(path: Path) -> bool:
+    """A PyTorch problem file in KernelBench's format: a ``Model`` class and ``get_inputs()``."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return path.is_file() and all(p.search(text) for p in _PROBLEM)
 
 
 def _yaml_files(folder: Path) -> list[Path]:
@@ -271,6 +291,8 @@ def list_tasks(args: Sequence[str]) -> int:
 
 
 def _state(f: Found) -> str:
+    if f.pytorch:
+        return "PyTorch problem file (backend=check makes and checks its task)"
     if f.problem:
         return f"PROBLEM: {f.problem}"
     return f"{f.seeds} seed{'s' if f.seeds != 1 else ''}" if f.seeds else "no seeds (an LLM writes the first)"

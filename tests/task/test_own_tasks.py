@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from evolve.errors import EvolveError
+from evolve.paths import ROOT
 from evolve.task.files import read_task_file
 from evolve.task.task import load_task
 from tests.helpers.runs import cli
@@ -139,6 +140,9 @@ def test_evolve_tasks_lists_the_built_in_and_the_found(elsewhere: Path) -> None:
                                             .replace("name: row_argmax", "name: broken")
                                             .replace("seeds: [naive.cu]", "seeds: [gone.cu]"))
     (elsewhere / "notes.yaml").write_text("just: data\n")  # not a task: not listed
+    (elsewhere / "ops").mkdir()
+    shutil.copy(ROOT / "tests/torch_problems/gelu.py", elsewhere / "ops" / "gelu.py")  # a PyTorch problem
+    (elsewhere / "ops" / "helper.py").write_text("def get_inputs():\n    return []\n")  # no Model: not one
     out = cli("tasks", str(elsewhere))
     assert out.returncode == 1, out.stderr  # one task has a problem
     lines = out.stdout.splitlines()
@@ -146,7 +150,9 @@ def test_evolve_tasks_lists_the_built_in_and_the_found(elsewhere: Path) -> None:
     assert any(ln.split()[:2] == ["row_argmax", str(elsewhere / "row_argmax/row_argmax.yaml")]
                and ln.endswith("1 seed") for ln in lines), out.stdout
     assert any("broken" in ln and "PROBLEM" in ln and "gone.cu" in ln for ln in lines), out.stdout
-    assert "notes" not in out.stdout
+    assert "notes" not in out.stdout and "helper" not in out.stdout
+    assert any(ln.split()[:2] == ["gelu", str(elsewhere / "ops/gelu.py")] and "PyTorch problem file" in ln
+               for ln in lines), out.stdout
 
 
 def test_an_unknown_task_name_lists_the_tasks_there_are(elsewhere: Path,

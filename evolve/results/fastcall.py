@@ -4,7 +4,8 @@ Going through CuPy costs 80-230 µs a call (a DLPack export per tensor, a device
 object, CuPy's argument conversion). Here everything that depends only on the shapes is done
 once per (device, stream, shapes, sizes) and kept: the sizes bound from the shapes, the plan, the
 scratch buffers (allocated once through PyTorch's caching allocator, so they live on that
-stream), the CUfunction handles and each launch's ``kernelParams`` array with its holders. A call
+stream), the CUfunction handles, each launch's ``kernelParams`` array with its holders and its
+other arguments as ctypes values (a typed ctypes call converts them on every call). A call
 then checks dtype, device and contiguity, writes the tensors' ``data_ptr()``s into the holders
 and calls ``cuLaunchKernel`` (ctypes on libcuda, in the context CuPy loaded the module into) on
 PyTorch's current raw stream: no synchronization and no allocation but the outputs it is asked
@@ -110,9 +111,10 @@ def geometry(task: Task, shapes: Sequence[tuple[int, ...] | None], sizes: Mappin
 @dataclass
 class _Prepared:
     geometry: Geometry
-    # per launch: cuLaunchKernel's leading arguments (CUfunction, grid, block, shared bytes), its
-    # parameters, the call, a cluster config (None: a plain launch)
-    launches: list[tuple[tuple[int, ...], Packed, Call, Any]]
+    # per launch: cuLaunchKernel's arguments but the parameters, as ctypes values made once
+    # (CUfunction, grid, block, shared bytes, stream), its parameters, the call, a cluster config
+    # (None: a plain launch)
+    launches: list[tuple[tuple[Any, ...], Packed, Call, Any]]
     zero: list[tuple[int, int]]  # (pointer, bytes) of the scratch zeroed before each call
     context: int
     scratch: list[Any]  # the scratch tensors, held as long as this shape is cached
@@ -179,7 +181,7 @@ class TorchPath:
                                device=values[self._first].device) for s in geo.plan.scratch]
         fixed = {s.name: t.data_ptr() for s, t in zip(geo.plan.scratch, scratch, strict=True)}
         slots = {a.name: i for i, a in enumerate(self.task.args)}
-        launches = [((int(loaded.functions[c.kernel].ptr), *c.grid, *c.block, c.shared),
+        launches = [(launch_head(int(loaded.functions[c.kernel].ptr), c, key[1]),  # the key has the stream
                      Packed(c, slots, fixed), c, _cluster_config(c)) for c in geo.plan.calls]
         zero = [(fixed[s.name], s.count * dtypes.get(s.dtype).itemsize) for s in geo.plan.scratch if s.zero]
         where = values[self._first].device
@@ -190,6 +192,12 @@ class TorchPath:
                 self._cache.clear()
             self._cache[key] = prepared
         return prepared
+
+
+def launch_head(function: int, call: Call, stream: int) -> tuple[Any, ...]:
+    """cuLaunchKernel's arguments before the parameters, as ctypes values made once per shape."""
+    dims = (*call.grid, *call.block, call.shared)
+    return (ctypes.c_void_p(function), *(ctypes.c_uint(int(v)) for v in dims), ctypes.c_void_p(stream))
 
 
 def _cluster_config(call: Call) -> Any:
@@ -203,7 +211,7 @@ def _cluster_config(call: Call) -> Any:
 def launch(prepared: _Prepared, pointers: Sequence[int], stream: int, current: ctypes.c_void_p) -> None:
     """Zero the scratch the spec zeroes and enqueue each launch, in the module's context
     (``current``: a holder for the thread's context, owned by the caller)."""
-    lib = _driver()
+    lib, plain = _driver(), _plain_launch()
     lib.cuCtxGetCurrent(ctypes.byref(current))
     before = current.value
     switch = before != prepared.context
@@ -215,7 +223,7 @@ def launch(prepared: _Prepared, pointers: Sequence[int], stream: int, current: c
         for head, packed, call, config in prepared.launches:
             packed.write(pointers)
             if config is None:
-                result = lib.cuLaunchKernel(*head, stream, packed.params, None)
+                result = plain(*head, packed.params, None)
             else:
                 config[0].stream = stream
                 result = lib.cuLaunchKernelEx(ctypes.byref(config[0]), head[0], packed.params, None)
@@ -238,6 +246,15 @@ def primary_context(device: int) -> int:
         check_result(lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
         _contexts[device] = int(ctx.value or 0)
     return _contexts[device]
+
+
+@functools.cache
+def _plain_launch() -> Any:
+    """cuLaunchKernel without argtypes, from a handle of its own: called with ctypes values made
+    once per shape, it converts nothing per call (half the cost of the typed call)."""
+    launch = ctypes.CDLL(_driver()._name).cuLaunchKernel
+    launch.restype = ctypes.c_int
+    return launch
 
 
 @functools.cache

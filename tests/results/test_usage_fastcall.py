@@ -230,3 +230,48 @@ def test_model_new_launches_through_autograd_only_when_an_input_requires_a_gradi
     with torch.no_grad():
         new(x, g, b)
     assert way == ["direct", "op", "direct"]
+
+
+@pytest.fixture
+def fake_driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """tests/helpers/fake_driver.c compiled and put where fastcall finds libcuda."""
+    from evolve.evaluate.gpu import hopper
+    from evolve.results import fastcall
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the stand-in driver")
+    lib = tmp_path / "libfakecuda.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(lib),
+                    str(Path(__file__).parents[1] / "helpers" / "fake_driver.c")], check=True)
+    fake = ctypes.CDLL(str(lib))
+    monkeypatch.setattr(hopper, "libcuda", lambda: fake)
+    fastcall._driver.cache_clear()
+    fastcall._plain_launch.cache_clear()
+    yield fake
+    fastcall._driver.cache_clear()
+    fastcall._plain_launch.cache_clear()
+
+
+def test_a_launch_passes_what_the_plan_says_in_the_module_s_context(fake_driver) -> None:
+    """The launch call's arguments are made once per shape as ctypes values (no conversion per
+    call): what the driver receives must still be the plan's grid, block, shared bytes, stream and
+    kernelParams, in the module's context, and the caller's context restored after."""
+    from evolve.results import fastcall
+
+    t = task("vector_add")
+    v = next(s for s in t.seeds() if s.name == "naive")
+    call = _plan(t, v, v.spec.default)({"n": 1_000_003}).calls[0]
+    slots = {a.name: i for i, a in enumerate(t.args)}
+    head = fastcall.launch_head(0xF00D, call, 0x5EED)
+    prepared = fastcall._Prepared(None, [(head, Packed(call, slots, {}), call, None)], [], 0x2000, [], [])
+    seen = (ctypes.c_uint64 * 16).in_dll(fake_driver, "seen")
+    for pointers in ([0xA0, 0xB0, 0xC0], [2**47 + 16, 0xB0, 0xC0]):
+        fastcall.launch(prepared, pointers, 0x5EED, ctypes.c_void_p())
+        assert list(seen[:12]) == [0xF00D, *call.grid, *call.block, call.shared, 0x5EED, pointers[0],
+                                   1_000_003, 0], list(seen[:12])
+        assert seen[12] == 0x2000  # launched in the module's context
+    assert ctypes.c_int.in_dll(fake_driver, "launches").value == 2
+    current = ctypes.c_void_p()
+    fake_driver.cuCtxGetCurrent(ctypes.byref(current))
+    assert current.value == 0x1000  # the caller's context again

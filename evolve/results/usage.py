@@ -80,6 +80,7 @@ class Kernel:
         # positional PyTorch tensors with every input among them take the fast path directly
         self._direct = not self.variant.spec.tensor_maps
         self._least = 1 + max((i for i, a in enumerate(self.task.args) if a.role != "output"), default=-1)
+        self._index = {n: i for i, n in enumerate(self._names)}
 
     @classmethod
     def load(cls, cu: Path | str) -> Kernel:
@@ -91,12 +92,10 @@ class Kernel:
         """Launch on the task's arguments (positionally in its order, or by name; outputs may be
         left out and are then allocated) and any sizes no shape says; returns the outputs and
         inouts (one array, or a tuple in the task's order)."""
-        if not kwargs and self._direct and self._least <= len(args) <= len(self._names):
-            tensor = _tensor_type()
-            if tensor is not None and all(isinstance(v, tensor) for v in args):  # a model's call
-                values = self.launch_torch([*args, *[None] * (len(self._names) - len(args))], {})
-                results = tuple(values[i] for i in self._returned)
-                return results[0] if len(results) == 1 else results
+        if (values := self._direct_values(args, kwargs)) is not None:  # a model's call
+            values = self.launch_torch(values, {})
+            results = tuple(values[i] for i in self._returned)
+            return results[0] if len(results) == 1 else results
         arrays, sizes = self._arguments(args, kwargs)
         if self._direct and all(_is_torch(v) for v in arrays.values()):
             values = self.launch_torch([arrays.get(a.name) for a in self.task.args], sizes)
@@ -117,6 +116,22 @@ class Kernel:
             _run(loaded, plan, {**views, **_scratch(plan)})
         results = tuple(arrays[a.name] for a in self.task.outputs)
         return results[0] if len(results) == 1 else results
+
+    def _direct_values(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any] | None:
+        """The fast path's argument list where the call is PyTorch tensors alone: positionally in
+        the task's order, every input among them, outputs also by name (``y=y``); None for any
+        other call (sizes, None values, CuPy arrays), which the general handling takes."""
+        n = len(self._names)
+        tensor = _tensor_type()
+        if tensor is None or not self._direct or not self._least <= len(args) <= n:
+            return None
+        values = [*args, *[None] * (n - len(args))]
+        for k, v in kwargs.items():
+            i = self._index.get(k)
+            if i is None or values[i] is not None or v is None:
+                return None
+            values[i] = v
+        return values if all(v is None or isinstance(v, tensor) for v in values) else None
 
     def launch_torch(self, values: list[Any], sizes: Mapping[str, int]) -> list[Any]:
         """The fast path: PyTorch tensors in the task's argument order (None: an output to

@@ -193,8 +193,8 @@ def test_the_bench_s_overhead_table_and_its_section(tmp_path: Path) -> None:
 
 def test_positional_tensors_go_straight_to_the_fast_path(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """A model's call (tensors in the task's order, no keywords) skips the general argument handling
-    (issue 26: its cost was most of best.py's per-call overhead) and launches the same list."""
+    """A model's call (tensors in the task's order, outputs also by name) skips the general argument
+    handling (issue 26: its cost was most of best.py's per-call overhead), launching the same list."""
     torch = pytest.importorskip("torch")
     best = import_file(write_best(task("layernorm"), tmp_path / "ln"), "best_ln_direct")
     k = best.kernel
@@ -207,9 +207,10 @@ def test_positional_tensors_go_straight_to_the_fast_path(tmp_path: Path,
     x, g, b, y = torch.randn(2, 8), torch.randn(8), torch.randn(8), torch.empty(2, 8)
     best.layernorm(x, g, b)
     best.layernorm(x, g, b, y)
-    assert not took, "positional tensors took the general path"
-    best.layernorm(x, g, b, y=y)  # keywords: the general path, to the same launch
-    assert took and launched[1:] == [[x, g, b, y]] * 2 and launched[0] == [x, g, b, None]
+    best.layernorm(x, g, b, y=y)  # an output by name too
+    assert not took, "tensors alone took the general path"
+    best.layernorm(x, g, b, y=None)  # anything else: the general path, to the same launch
+    assert took and launched == [[x, g, b, None], *[[x, g, b, y]] * 2, [x, g, b, None]]
     with pytest.raises(TypeError, match="needs beta"):
         best.layernorm(x, g)
 

@@ -144,11 +144,13 @@ def model_class(kernel: Any) -> Any:
                 raise TypeError(f"ModelNew.forward takes {len(forward_at)} inputs "
                                 f"({', '.join(spec.forward)}), got {len(inputs)}")
             values: list[Any] = [None] * n_args
+            recorded = False  # whether autograd would record the call
+            grad = torch.is_grad_enabled()
             for i, v in zip(forward_at, inputs, strict=True):
                 values[i] = v
+                recorded = recorded or (grad and getattr(v, "requires_grad", False))
             # the custom op where the compiler traces (by its fake) or autograd records (its
             # forward-only formula: a backward through the kernel fails instead of losing the gradient)
-            recorded = torch.is_grad_enabled() and any(getattr(v, "requires_grad", False) for v in inputs)
             if recorded or torch.compiler.is_compiling():
                 for i, owner, leaf in self._slots:
                     values[i] = getattr(owner, leaf)
@@ -159,8 +161,7 @@ def model_class(kernel: Any) -> Any:
             for i, owner, leaf in self._slots:
                 values[i] = owner._parameters[leaf]
             values = kernel.launch_torch(values, self._sizes_call)
-            out = tuple(values[i] for i in returned)
-            return out[0] if len(out) == 1 else out
+            return values[returned[0]] if len(returned) == 1 else tuple(values[i] for i in returned)
 
     ModelNew.__init__.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [P("self", P.POSITIONAL_OR_KEYWORD), *init_signature.parameters.values()])

@@ -193,6 +193,14 @@ def nvrtc_version() -> tuple[int, int]:
     return tuple(_nvrtc().getVersion())  # type: ignore[return-value]
 
 
+def load_compiler() -> None:
+    """Do once what a process's first compile does before compiling: load NVRTC and find CUDA's
+    header directories (cuda-pathfinder asks a Python subprocess), so a compile's time limit
+    measures the compile alone. EvolveError where NVRTC is missing."""
+    nvrtc_version()
+    _cuda_include_dirs()
+
+
 def available_includes(arch: str) -> tuple[str, ...]:
     """The allowed headers this NVRTC can really compile, for prompts: a header the allow-list
     admits may still be missing where NVRTC has no system headers (stdint.h on the GPU machine).

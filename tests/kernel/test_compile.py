@@ -176,6 +176,32 @@ def test_compile_ahead_fills_the_cache_and_kills_a_compile_bomb(tmp_path, monkey
     assert os.environ["OPENAI_API_KEY"] == "sk-must-not-leak"  # restored after each spawn
 
 
+def test_a_compile_helper_slow_to_start_is_not_timed_out(tmp_path, monkeypatch) -> None:
+    """On a loaded machine a helper's start (spawn, imports) took longer than the compile's limit
+    and the candidate's compile was killed as if it were a bomb (a CPU-suite flake): the limit
+    now starts when the helper is ready."""
+    import time
+
+    from evolve.evaluate.gpu.ahead import CompileAhead
+
+    nvrtc_or_skip()
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text("import time\ntime.sleep(3)\n")  # every new interpreter
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(slow), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("EVOLVE_CACHE_DIR", str(tmp_path))
+    seed = task("vector_add").seeds()[0]
+    ahead = CompileAhead(1, timeout_s=2.0)
+    try:
+        ahead.submit(seed.source, seed.spec.default, "sm_90")
+        t0 = time.monotonic()
+        while not list(tmp_path.glob("cubin/*.cubin")) and time.monotonic() - t0 < 60:
+            time.sleep(0.1)
+        assert list(tmp_path.glob("cubin/*.cubin")), "the seed's compile was killed with its slow start"
+    finally:
+        ahead.close()
+
+
 def test_waiting_on_compile_ahead_lets_a_started_compile_finish_and_drops_a_queued_one(
         tmp_path, monkeypatch) -> None:
     import time

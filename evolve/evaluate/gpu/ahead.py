@@ -24,6 +24,7 @@ from evolve.evaluate.gpu.lifetime import die_with_parent
 from evolve.evaluate.gpu.worker import start_without_secrets
 
 Job = tuple[str, dict[str, Any], str]  # source, defines, arch
+STARTUP_S = 120.0  # a helper's start (spawn, imports), before its compile's time limit begins
 
 
 def _key(job: Job) -> tuple[str, tuple[tuple[str, str], ...], str]:
@@ -32,10 +33,12 @@ def _key(job: Job) -> tuple[str, tuple[tuple[str, str], ...], str]:
 
 
 def _serve(conn: Connection) -> None:
-    from evolve.kernel.compiler import compile_cuda
+    from evolve.kernel.compiler import compile_cuda, load_compiler
 
     die_with_parent()
-
+    with contextlib.suppress(Exception):  # a second, on a loaded machine several
+        load_compiler()
+    conn.send("ready")  # from here on the time limit is the compile's alone
     while True:
         try:
             source, defines, arch = conn.recv()
@@ -92,6 +95,11 @@ class CompileAhead:
         child.close()
         with self._lock:
             self._procs.append(proc)
+        # a loaded machine can take seconds to start Python and import NVRTC: not the compile's time
+        if not parent.poll(STARTUP_S):
+            proc.kill()
+            raise OSError("a compile helper did not start")
+        parent.recv()
         return proc, parent
 
     def _run(self) -> None:
@@ -104,17 +112,18 @@ class CompileAhead:
                 self._queued.discard(key)
                 self._running[key] = done
             try:
-                if proc is None or not proc.is_alive():
-                    proc, conn = self._start()
-                assert conn is not None
                 try:
+                    if proc is None or not proc.is_alive():
+                        proc, conn = self._start()
+                    assert conn is not None
                     conn.send(job)
                     if conn.poll(self.timeout_s):
                         conn.recv()
                         continue
                 except (OSError, EOFError):
                     pass
-                proc.kill()  # too slow (a compile bomb) or died: the next job gets a fresh process
+                if proc is not None:
+                    proc.kill()  # too slow (a compile bomb) or died: the next job gets a fresh process
                 proc = None
             finally:
                 with self._lock:

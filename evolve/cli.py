@@ -99,6 +99,10 @@ def main() -> None:
         return
     if sys.argv[1:2] == ["tasks"]:
         sys.exit(list_tasks(sys.argv[2:]))
+    if sys.argv[1:2] == ["check"]:  # `evolve check task=...` reads as what it does: backend=check
+        if any(a.startswith("backend=") for a in sys.argv[2:]):
+            _fail(EvolveError("evolve check is backend=check: give no other backend"))
+        sys.argv[1:] = [*sys.argv[2:], "backend=check"]
     try:
         sys.argv[1:] = register_task_files(sys.argv[1:])
     except EvolveError as exc:

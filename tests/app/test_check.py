@@ -216,3 +216,13 @@ def test_a_pytorch_problem_without_pytorch_is_one_line(tmp_path: Path,
     out = cli(f"task={ROOT / 'tests/torch_problems/gelu.py'}", "backend=check",
               pythonpath=[_hiding(tmp_path / "hide", "torch")])
     one_line_error(out, "gelu.py is a PyTorch problem: it needs PyTorch", "pip install torch")
+
+
+def test_evolve_check_is_backend_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25.2: the task check reads as what it does, ``evolve check task=...``."""
+    from tests.helpers.runs import one_line_error
+
+    monkeypatch.chdir(tmp_path)
+    out = cli("check", "task=vector_add", "hardware=h200")
+    assert out.returncode == 0 and "check: task vector_add is ready" in out.stdout, out.stdout + out.stderr
+    one_line_error(cli("check", "task=vector_add", "backend=replay"), "evolve check is backend=check")

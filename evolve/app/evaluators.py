@@ -40,7 +40,7 @@ def start_evaluators(c: EvolveConfig) -> list[subprocess.Popen[bytes]]:
         cmd = [sys.executable, "-m", "evolve", *overrides, "role=evaluate", "evaluators=1", f"evaluator={i}",
                *pin, f"run.name={c.run.name}", "search.progress=false"]
         procs.append(subprocess.Popen(cmd, env=env))
-    log.info("started %d evaluator process(es) on GPU(s) %s", n, ", ".join(gpus) or "0..")
+    log.info("started %d evaluator process(es)%s", n, f" on GPU(s) {', '.join(gpus)}" if gpus else "")
     return procs
 
 

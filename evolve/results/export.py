@@ -251,7 +251,8 @@ def same_code(best_cu: str, variant: Variant, tunables: Mapping[str, int], task:
     try:
         nvrtc_version()
     except EvolveError as exc:
-        log.warning("best.cu not compared with the judged code here: %s", exc)
+        # nothing is wrong (a replay or a proposer's machine): the evaluators' exports compare it
+        log.info("best.cu not compiled here to compare with the judged code: %s", exc)
         return
     try:
         arch = target_arch(hw.arch, variant.spec.arch_specific)

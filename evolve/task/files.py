@@ -45,7 +45,7 @@ def register_task_files(argv: Sequence[str]) -> list[str]:
             values = [_in_config_dir(v, folders) for v in arg[len("task="):].split(",")]
             for v in values if not searched and "(" not in arg else ():  # not a sweep function
                 if not (_is_file(v) or (BUILTIN_DIR / f"{v}.yaml").is_file()):
-                    raise EvolveError(f"unknown task {v!r}: {_known()}")
+                    raise EvolveError(f"unknown task {v!r}{_near_name(v)}: {_known()}")
             if any(_is_file(v) for v in values):
                 arg = "task=" + ",".join(_register(v) if _is_file(v) else v for v in values)
         out.append(arg)
@@ -78,9 +78,15 @@ def _in_config_dir(value: str, folders: Sequence[Path]) -> str:
     return value
 
 
+def _near_name(name: str) -> str:
+    """`` (did you mean softmax?)`` for a built-in task's name mistyped, else ''."""
+    near = difflib.get_close_matches(name, sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml")), n=2)
+    return f" (did you mean {' or '.join(near)}?)" if near else ""
+
+
 def _known(most: int = 8) -> str:
     """The tasks there are, for an error line (task files found here by their look alone)."""
-    files = [p for p in _yaml_files(Path.cwd()) if _looks_like_a_task(p)]
+    files = [p for p in _yaml_files(Path.cwd()) if _looks_like_a_task(p)] + _problem_files(Path.cwd())
     shown = ", ".join(_relative(p) for p in files[:most]) + (", ..." if len(files) > most else "")
     here = f"; task files here: {shown}" if files else ""
     builtin = ", ".join(sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml")))
@@ -197,12 +203,17 @@ def discover(folders: Sequence[Path]) -> list[Found]:
             if path not in seen and path.parent != BUILTIN_DIR.resolve() and _looks_like_a_task(path):
                 seen.add(path)
                 found.append(_examine(path, builtin=False))
-        scripts = sorted(p for pattern in DEPTH for p in folder.glob(pattern.replace("y*ml", "py")))
-        for path in scripts[:MOST_FILES]:
-            if path.resolve() not in seen and _looks_like_a_problem(path):
+        for path in _problem_files(folder):
+            if path.resolve() not in seen:
                 seen.add(path.resolve())
                 found.append(Found(path.stem, path.resolve(), False, 0, None, pytorch=True))
     return found
+
+
+def _problem_files(folder: Path) -> list[Path]:
+    """The PyTorch problem files in ``folder`` and two levels down."""
+    scripts = sorted(p for pattern in DEPTH for p in folder.glob(pattern.replace("y*ml", "py")))
+    return [p for p in scripts[:MOST_FILES] if _looks_like_a_problem(p)]
 
 
 _PROBLEM = (re.compile(r"^class Model\b", re.M), re.compile(r"^def get_inputs\(", re.M))

@@ -166,6 +166,11 @@ def test_an_unknown_task_name_lists_the_tasks_there_are(elsewhere: Path,
         "softmax, transpose, vector_add; task files here: row_argmax/row_argmax.yaml (a task file is named "
         "by its path: task=path/to/op.yaml)")
     assert cli("-m", "task=softmax,nope").stderr.startswith("evolve: unknown task 'nope'")
+    (elsewhere / "ops").mkdir()  # a PyTorch problem file is a task file too
+    shutil.copy(ROOT / "tests/torch_problems/gelu.py", elsewhere / "ops" / "gelu.py")
+    typo = cli("task=sofmax").stderr.strip()
+    assert typo.startswith("evolve: unknown task 'sofmax' (did you mean softmax?): built-in tasks:"), typo
+    assert "task files here: row_argmax/row_argmax.yaml, ops/gelu.py (" in typo, typo
 
 
 def test_a_config_dir_task_with_a_built_in_name_is_the_users(elsewhere: Path) -> None:

@@ -22,7 +22,7 @@ from optuna.artifacts import FileSystemArtifactStore
 from evolve import __version__
 from evolve.app.evaluators import nvidia_smi_gpus, start_evaluators, wait_for
 from evolve.app.invocation import keep_invocation, resume_command, store_config
-from evolve.app.sweep import record_job
+from evolve.app.sweep import in_sweep, record_job
 from evolve.app.validation import validate, validate_settings
 from evolve.errors import EvolveError
 from evolve.evaluate.backend import Backend, create_backend
@@ -186,7 +186,11 @@ def _start(backend: Backend, task: Task, target: Hardware | None, c: EvolveConfi
         if c.backend.name != "cupy" or nvidia_smi_gpus():
             raise
         name = command_line_name(task.config)
-        if name == task.name and builtin_path("h200", task.name).is_file():
+        replay = name == task.name and builtin_path("h200", task.name).is_file()
+        if in_sweep():  # the same command with the backend added, not a single run's
+            instead = ("replay recorded H200 measurements: add backend=replay hardware=h200 to the sweep"
+                       if replay else "check the tasks: add backend=check to the sweep")
+        elif replay:
             instead = f"replay recorded H200 measurements: evolve task={name} backend=replay hardware=h200"
         else:
             instead = f"check the task (reference, seeds, compiles): evolve task={name} backend=check"

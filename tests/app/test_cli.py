@@ -62,6 +62,8 @@ def test_without_a_gpu_the_run_stops_with_one_line_naming_the_replay(in_tmp: Pat
     one_line_error(cli("task=softmax"), "no NVIDIA GPU or driver found",
                     "evolve task=softmax backend=replay hardware=h200")
     assert not (in_tmp / "runs" / "evolve.db").exists()
+    sweep = cli("-m", "task=softmax,vector_add").stderr  # a sweep is told to add the backend to itself
+    assert sweep.count("add backend=replay hardware=h200 to the sweep") == 1, sweep
 
 
 def test_without_a_gpu_or_cupy_the_advice_is_the_replay_too(in_tmp: Path) -> None:

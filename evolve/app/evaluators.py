@@ -16,6 +16,16 @@ from evolve.settings import EvolveConfig
 log = logging.getLogger("evolve")
 
 
+# set in the evaluators this process starts: they share its terminal, where this process alone
+# says that the run resumes and what it found
+HELPER = "EVOLVE_STARTED_EVALUATOR"
+
+
+def started_here() -> bool:
+    """Whether this process is an evaluator that another ``evolve`` started (``evaluators=N``)."""
+    return os.environ.get(HELPER) == "1"
+
+
 def start_evaluators(c: EvolveConfig) -> list[subprocess.Popen[bytes]]:
     """Start the evaluators ``evaluators`` asks for (none for ``evaluators=1``: this process evaluates)."""
     if c.evaluators == "1":
@@ -35,7 +45,7 @@ def start_evaluators(c: EvolveConfig) -> list[subprocess.Popen[bytes]]:
                   if s.provider == "command-line"]  # where an --config-dir task lives
     procs = []
     for i in range(n):
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)] if gpus else str(i)}
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)] if gpus else str(i), HELPER: "1"}
         pin = ["backend.device=0"]  # the one GPU it sees
         cmd = [sys.executable, "-m", "evolve", *overrides, "role=evaluate", "evaluators=1", f"evaluator={i}",
                *pin, f"run.name={c.run.name}", "search.progress=false"]

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.artifacts import FileSystemArtifactStore
 
 from evolve import __version__
-from evolve.app.evaluators import nvidia_smi_gpus, start_evaluators, wait_for
+from evolve.app.evaluators import nvidia_smi_gpus, start_evaluators, started_here, wait_for
 from evolve.app.invocation import keep_invocation, resume_command, store_config
 from evolve.app.sweep import in_sweep, record_job
 from evolve.app.validation import validate, validate_settings
@@ -144,7 +144,9 @@ def run(cfg: DictConfig) -> float | None:
                 p.terminate()
         if storage is not None:
             close_storage(storage)
-    if summary is None:
+    if started_here():
+        pass  # the process that started this evaluator reports the run
+    elif summary is None:
         print(f"{task.name}: no correct candidate yet; see {run_dir}/report.md", file=sys.stderr)
     else:
         print(f"{task.name}: {summary.line()}")
@@ -286,6 +288,6 @@ def _open_study(storage: optuna.storages.BaseStorage, artifacts: FileSystemArtif
         study.set_user_attr("backend", cfg.backend.name)
         study.set_user_attr("cuda_evolve", __version__)
         store_config(study, artifacts, OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
-    else:
+    elif not started_here():  # an evaluator this process started joins the run it began
         log.info("resuming run %s", name)
     return study

@@ -122,6 +122,9 @@ def test_workers_start_one_evaluator_per_gpu(in_tmp: Path, postgres_url: str) ->
     # evaluator near the end waits instead of making trials it cannot use (it once made 135)
     assert len(idle) <= 6, idle
     assert "best" in out.stdout and (in_tmp / "runs/w/best.json").is_file()
+    # the evaluators it started share its terminal: one summary, and a new run is not "resumed"
+    assert out.stdout.count("softmax: best") == 1, out.stdout
+    assert "resuming run" not in out.stderr, out.stderr[-3000:]
 
 
 def test_hydra_joblib_launcher_runs_evaluators_in_parallel(in_tmp: Path, postgres_url: str) -> None:

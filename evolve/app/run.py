@@ -144,11 +144,10 @@ def run(cfg: DictConfig) -> float | None:
                 p.terminate()
         if storage is not None:
             close_storage(storage)
-    if started_here():
-        pass  # the process that started this evaluator reports the run
-    elif summary is None:
+    reports = not started_here()  # an evaluator another evolve started leaves the report to it
+    if reports and summary is None:
         print(f"{task.name}: no correct candidate yet; see {run_dir}/report.md", file=sys.stderr)
-    else:
+    elif reports:
         print(f"{task.name}: {summary.line()}")
     if stop == "interrupted":
         print(f"interrupted: resume with  "

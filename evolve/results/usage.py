@@ -48,7 +48,7 @@ def _accepts(arg: Arg, array: Any) -> bool:
 
 
 def _is_torch(array: Any) -> bool:
-    return type(array).__module__.startswith("torch")
+    return (tensor := _tensor_type()) is not None and isinstance(array, tensor)
 
 
 def _tensor_type() -> type | None:

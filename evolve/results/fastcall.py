@@ -118,7 +118,9 @@ class _Prepared:
     zero: list[tuple[int, int]]  # (pointer, bytes) of the scratch zeroed before each call
     context: int
     scratch: list[Any]  # the scratch tensors, held as long as this shape is cached
-    outputs: list[tuple[int, tuple[int, ...], Any, Any]]  # index, shape, torch dtype, device to allocate
+    # the outputs to allocate: index, the index of an input of the same shape and dtype (-1: none;
+    # else the output is made by torch.empty_like of it, the cheapest allocation), shape, dtype, device
+    outputs: list[tuple[int, int, tuple[int, ...], Any, Any]]
 
 
 class TorchPath:
@@ -135,6 +137,7 @@ class TorchPath:
         self._cache: dict[tuple[Any, ...], _Prepared] = {}
         self._lock = threading.Lock()
         self._current = ctypes.c_void_p()  # cuCtxGetCurrent's answer, written under the lock
+        self._empty, self._empty_like = torch.empty, torch.empty_like
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         self._stream = raw or (lambda d: torch.cuda.current_stream(d).cuda_stream)
 
@@ -142,29 +145,36 @@ class TorchPath:
                  refuse: Callable[[list[Any]], None]) -> list[Any]:
         """Launch on the task's arguments in its order (None: an output to allocate); ``refuse``
         raises the one-line error for arguments that fail the per-call checks."""
-        first = values[self._first]
-        device = first.get_device()
+        device = values[self._first].get_device()
         if device < 0:
             refuse(values)
-            raise ValueError(f"{self.task.name}: a tensor on {first.device} cannot be launched on")
+            raise ValueError(f"{self.task.name}: a tensor on {values[self._first].device} cannot be "
+                             "launched on")
         stream = self._stream(device)
-        key = (device, stream, *[None if v is None else v.shape for v in values], *sizes.items())
+        # what the checks need is in the key: a shape is cached only for right dtypes, devices and
+        # contiguity, so a hit has passed them
+        key = (stream, *[None if v is None else (v.shape, v.dtype, v.get_device(), v.is_contiguous())
+                         for v in values], *sizes.items())
         prepared = self._cache.get(key)
         if prepared is None:
-            refuse(values)  # the full checks, once per shape
-            prepared = self._prepare(key, device, values, sizes)
-        for v, dtype in zip(values, self._dtypes, strict=True):
-            if v is not None and (v.dtype is not dtype or v.get_device() != device or not v.is_contiguous()):
-                refuse(values)
-                raise TypeError(f"{self.task.name}: every argument must be a contiguous {dtype} tensor "
-                                f"on cuda:{device}")
-        empty = self._torch.empty
-        for index, shape, dtype, where in prepared.outputs:
-            values[index] = empty(shape, dtype=dtype, device=where)
+            prepared = self._miss(key, device, values, sizes, refuse)
+        for index, like, shape, dtype, where in prepared.outputs:
+            values[index] = self._empty_like(values[like]) if like >= 0 else \
+                self._empty(shape, dtype=dtype, device=where)
         pointers = [v.data_ptr() for v in values]
         with self._lock:  # the holders are shared: one thread writes and launches at a time
             launch(prepared, pointers, stream, self._current)
         return values
+
+    def _miss(self, key: tuple[Any, ...], device: int, values: list[Any], sizes: Mapping[str, int],
+              refuse: Callable[[list[Any]], None]) -> _Prepared:
+        """A shape (or dtype, device, contiguity) not cached: the full checks, then the geometry."""
+        refuse(values)
+        for v, dtype in zip(values, self._dtypes, strict=True):
+            if v is not None and (v.dtype is not dtype or v.get_device() != device or not v.is_contiguous()):
+                raise TypeError(f"{self.task.name}: every argument must be a contiguous {dtype} tensor "
+                                f"on cuda:{device}")
+        return self._prepare(key, device, values, sizes)
 
     def _prepare(self, key: tuple[Any, ...], device: int, values: Sequence[Any],
                  sizes: Mapping[str, int]) -> _Prepared:
@@ -181,11 +191,13 @@ class TorchPath:
                                device=values[self._first].device) for s in geo.plan.scratch]
         fixed = {s.name: t.data_ptr() for s, t in zip(geo.plan.scratch, scratch, strict=True)}
         slots = {a.name: i for i, a in enumerate(self.task.args)}
-        launches = [(launch_head(int(loaded.functions[c.kernel].ptr), c, key[1]),  # the key has the stream
+        launches = [(launch_head(int(loaded.functions[c.kernel].ptr), c, key[0]),  # the key has the stream
                      Packed(c, slots, fixed), c, _cluster_config(c)) for c in geo.plan.calls]
         zero = [(fixed[s.name], s.count * dtypes.get(s.dtype).itemsize) for s in geo.plan.scratch if s.zero]
         where = values[self._first].device
-        outputs = [(i, shape, self._dtypes[i], where) for i, shape, _ in geo.outputs]
+        given = {(tuple(v.shape), v.dtype): i for i, v in enumerate(values) if v is not None}
+        outputs = [(i, given.get((shape, self._dtypes[i]), -1), shape, self._dtypes[i], where)
+                   for i, shape, _ in geo.outputs]
         prepared = _Prepared(geo, launches, zero, primary_context(device), scratch, outputs)
         with self._lock:
             if len(self._cache) >= _MAX_CACHED:
@@ -211,27 +223,32 @@ def _cluster_config(call: Call) -> Any:
 def launch(prepared: _Prepared, pointers: Sequence[int], stream: int, current: ctypes.c_void_p) -> None:
     """Zero the scratch the spec zeroes and enqueue each launch, in the module's context
     (``current``: a holder for the thread's context, owned by the caller)."""
-    lib, plain = _driver(), _plain_launch()
+    lib = _driver()
     lib.cuCtxGetCurrent(ctypes.byref(current))
     before = current.value
-    switch = before != prepared.context
-    if switch:
+    if before != prepared.context:  # another device's (or no) context is current: switch for the launch
         check_result(lib.cuCtxSetCurrent(prepared.context), "cuCtxSetCurrent")
-    try:
-        for pointer, nbytes in prepared.zero:
-            check_result(lib.cuMemsetD8Async(pointer, 0, nbytes, stream), "cuMemsetD8Async")
-        for head, packed, call, config in prepared.launches:
-            packed.write(pointers)
-            if config is None:
-                result = plain(*head, packed.params, None)
-            else:
-                config[0].stream = stream
-                result = lib.cuLaunchKernelEx(ctypes.byref(config[0]), head[0], packed.params, None)
-            if result:
-                check_result(result, f"launching {call.kernel} grid={call.grid} block={call.block}")
-    finally:
-        if switch:
+        try:
+            _enqueue(prepared, pointers, stream)
+        finally:
             lib.cuCtxSetCurrent(before)
+    else:
+        _enqueue(prepared, pointers, stream)
+
+
+def _enqueue(prepared: _Prepared, pointers: Sequence[int], stream: int) -> None:
+    lib, plain = _driver(), _plain_launch()
+    for pointer, nbytes in prepared.zero:
+        check_result(lib.cuMemsetD8Async(pointer, 0, nbytes, stream), "cuMemsetD8Async")
+    for head, packed, call, config in prepared.launches:
+        packed.write(pointers)
+        if config is None:
+            result = plain(*head, packed.params, None)
+        else:
+            config[0].stream = stream
+            result = lib.cuLaunchKernelEx(ctypes.byref(config[0]), head[0], packed.params, None)
+        if result:
+            check_result(result, f"launching {call.kernel} grid={call.grid} block={call.block}")
 
 
 _contexts: dict[int, int] = {}

@@ -81,6 +81,8 @@ class Kernel:
         self._direct = not self.variant.spec.tensor_maps
         self._least = 1 + max((i for i, a in enumerate(self.task.args) if a.role != "output"), default=-1)
         self._index = {n: i for i, n in enumerate(self._names)}
+        self._unset = [None] * len(self._names)
+        self._one = self._returned[0] if len(self._returned) == 1 else None  # the one array returned
 
     @classmethod
     def load(cls, cu: Path | str) -> Kernel:
@@ -94,8 +96,9 @@ class Kernel:
         inouts (one array, or a tuple in the task's order)."""
         if (values := self._direct_values(args, kwargs)) is not None:  # a model's call
             values = self.launch_torch(values, {})
-            results = tuple(values[i] for i in self._returned)
-            return results[0] if len(results) == 1 else results
+            if self._one is not None:
+                return values[self._one]
+            return tuple(values[i] for i in self._returned)
         arrays, sizes = self._arguments(args, kwargs)
         if self._direct and all(_is_torch(v) for v in arrays.values()):
             values = self.launch_torch([arrays.get(a.name) for a in self.task.args], sizes)
@@ -125,13 +128,16 @@ class Kernel:
         tensor = _tensor_type()
         if tensor is None or not self._direct or not self._least <= len(args) <= n:
             return None
-        values = [*args, *[None] * (n - len(args))]
+        for v in args:
+            if not isinstance(v, tensor):
+                return None
+        values = [*args, *self._unset[len(args):]]
         for k, v in kwargs.items():
             i = self._index.get(k)
-            if i is None or values[i] is not None or v is None:
+            if i is None or values[i] is not None or not isinstance(v, tensor):
                 return None
             values[i] = v
-        return values if all(v is None or isinstance(v, tensor) for v in values) else None
+        return values
 
     def launch_torch(self, values: list[Any], sizes: Mapping[str, int]) -> list[Any]:
         """The fast path: PyTorch tensors in the task's argument order (None: an output to

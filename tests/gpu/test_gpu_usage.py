@@ -1,12 +1,11 @@
 """best.py on the GPU (pytest -m gpu): the winner launched on CuPy arrays and PyTorch tensors at
 sizes the search never saw, on PyTorch's current stream, bfloat16 and inout arguments, clear
 errors, the torch.library op inside torch.compile, a PyTorch module's function replaced, and
-ModelNew: equal to the Model, at most 15 µs a call, captured in a CUDA graph (with a two-kernel
-plan and its scratch), compiled without a graph break."""
+ModelNew: equal to the Model, a call at most 1.5x the torch op it replaces, captured in a CUDA
+graph (with a two-kernel plan and its scratch), compiled without a graph break."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -93,8 +92,11 @@ def test_what_cannot_be_launched_is_one_clear_error(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     best = import_file(write_best(task("layernorm"), tmp_path / "ln"), "gpu_best_ln_err")
     x, g = torch.randn(4, 6, device="cuda"), torch.randn(6, device="cuda")
+    best.layernorm(x, g, g)  # this shape is cached now: what the checks refuse must still be refused
     with pytest.raises(TypeError, match="x must be float32, got float64"):
         best.layernorm(x.double(), g, g)
+    with pytest.raises(ValueError, match="gamma must be contiguous"):
+        best.layernorm(x, torch.randn(12, device="cuda")[::2], g)
     with pytest.raises(ValueError, match="gamma has cols = 5"):
         best.layernorm(x, g[:5], g)
     wide = torch.randn(4, 12, device="cuda")
@@ -169,35 +171,28 @@ def test_a_multi_kernel_plan_with_scratch_on_tensors_and_one_plan_per_shape(tmp_
     assert len(best.kernel._torch_path._cache) == 4  # per shape (and stream), made once
 
 
-def _host_us(fn: Callable[[], object], calls: int = 2000) -> float:
-    """Host time per call, best of 5 (nothing waits for the GPU inside the loop)."""
-    import time
-
-    import torch
-
-    best = float("inf")
-    for _ in range(5):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
-    torch.cuda.synchronize()
-    return best
+# The bound of issue 26: 15 µs per call where a torch op costs 10 µs (the host it was set on), i.e.
+# at most 1.5x the torch op that the kernel replaces, timed side by side in one run (this host's
+# speed varies by a third from run to run, its torch ops taking 11 to 18 µs).
+BOUND = 1.5
 
 
 @pytest.mark.timing
-def test_a_call_costs_at_most_15_us_on_the_host(tmp_path: Path) -> None:
+def test_a_call_costs_at_most_the_bound_beside_the_torch_op(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
+    from evolve.bench.overhead import per_call
+
     best = _ln_module(tmp_path, "gpu_best_ln_overhead")
     x = torch.randn(1, 256, device="cuda")
     g, b = torch.randn(256, device="cuda"), torch.randn(256, device="cuda")
     y = torch.empty(1, 256, device="cuda")
     new = best.ModelNew(256).cuda()
-    figures = {"best.py": _host_us(lambda: best.layernorm(x, g, b)),
-               "best.py into y": _host_us(lambda: best.layernorm(x, g, b, y=y)),
-               "ModelNew": _host_us(lambda: new(x))}
-    assert all(us <= 15.0 for us in figures.values()), figures
+    figures = {name: host for name, (host, _) in per_call({
+        "F.layer_norm": lambda: torch.nn.functional.layer_norm(x, (256,), g, b),
+        "best.py": lambda: best.layernorm(x, g, b),
+        "best.py into y": lambda: best.layernorm(x, g, b, y=y),
+        "ModelNew": lambda: new(x)}, 2000).items()}
+    assert all(us <= BOUND * figures["F.layer_norm"] for us in figures.values()), figures
 
 
 def test_calls_are_captured_in_a_cuda_graph(tmp_path: Path) -> None:
@@ -259,7 +254,7 @@ def test_the_bench_measures_call_overhead_side_by_side(tmp_path: Path) -> None:
     impls = {(r["task"], r["implementation"]) for r in res["rows"]}
     assert {i for _, i in impls} == {"torch", "best.py", "ModelNew", "custom op"} and len(impls) == 8
     assert all(0 < r["host_us"] <= r["wall_us"] * 1.5 for r in res["rows"])
-    assert all(r["host_us"] <= 15 for r in res["rows"] if r["implementation"] in ("best.py", "ModelNew"))
+    assert all(r["vs_torch"] <= BOUND for r in res["rows"] if r["implementation"] in ("best.py", "ModelNew"))
 
 
 def test_a_backward_through_model_new_fails_in_one_line(tmp_path: Path) -> None:

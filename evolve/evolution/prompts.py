@@ -29,7 +29,7 @@ from evolve.paths import TEMPLATES_DIR
 from evolve.record.schema import StudyAttr
 from evolve.task.task import Arg, Task, size_label
 
-NAMES = ("system", "spec_help", "task", "kernel", "mutate", "crossover", "repair", "write",
+NAMES = ("system", "spec_help", "task", "kernel", "mutate", "crossover", "repair", "write", "reference",
          "answer_full", "answer_diff", "retry")
 
 
@@ -166,13 +166,15 @@ class Prompts:
         return [self._system(), {"role": "user", "content": user.strip()}]
 
     def write(self) -> Messages:
-        """The first kernel of a task that has none: the task, its reference's source, the format."""
+        """The first kernel of a task that has none: the task, its reference's source (where it has
+        one: a PyTorch task's is the Model's, already in the task's text), the format."""
         try:
-            reference = inspect.getsource(self.task.reference)
+            source = inspect.getsource(self.task.reference)
         except (OSError, TypeError):
-            name = self.task.config.get("reference") or self.task.name
-            reference = f"# the source of {name} is not available\n"
-        user = self.t["write"].substitute(task=self._task_block, reference=reference, fence=fence(reference),
+            reference = ""
+        else:
+            reference = self.t["reference"].substitute(source=source, fence=fence(source))
+        user = self.t["write"].substitute(task=self._task_block, reference=reference,
                                           answer_format=self.answer_format(False))
         return [self._system(), {"role": "user", "content": user.strip()}]
 

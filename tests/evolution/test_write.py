@@ -63,3 +63,16 @@ def test_check_says_that_the_llm_will_write_the_first_kernel() -> None:
     assert code == 0, lines
     assert any(ln.startswith("note: no seed kernels: an LLM writes the first one") for ln in lines)
     assert "no seeds" in lines[-1]
+
+
+def test_a_pytorch_task_s_write_prompt_gives_the_model_once_and_no_empty_reference() -> None:
+    """Its reference is the Model (in the task's text); a section saying that its source 'is not
+    available' told the model nothing and read as if something were missing."""
+    pytest.importorskip("torch")
+    from evolve.task.torch_task import task_config
+
+    t = load_task(task_config(Path(__file__).parents[1] / "torch_problems" / "layer_norm.py", None))
+    user = Prompts(t, named(hardware_config("h200"))).write()[1]["content"]
+    assert user.count("self.norm = nn.LayerNorm(features)") == 1  # the Model's source, once
+    assert "not available" not in user and "## The reference" not in user
+    assert "There is no kernel for this task yet" in user

@@ -119,7 +119,7 @@ def test_adversarial_case_is_rejected_and_the_worker_survives(case: dict[str, An
     alive = b.evaluate(seed, seed.spec.default, t.timing_sizes[:1])
     timed = "; ".join(f"{t.median_s * 1e3:.4g} ms, n={t.n}" for t in m.timings.values())
     observed = (m.reason or timed)[:140].replace("|", "/")
-    ROWS.append(f"| {case['file']} | {case['trick']} | {_expected(case)} | "
+    ROWS.append(f"| {case['file']} | {_cell(case['trick'])} | {_cell(_expected(case))} | "
                 f"{m.status.value}: {observed} | {'yes' if alive.ok else 'NO'} |")
     table = os.environ.get("EVOLVE_ADVERSARIAL_TABLE")
     if table:
@@ -143,6 +143,11 @@ def test_adversarial_case_is_rejected_and_the_worker_survives(case: dict[str, An
 def _options(case: dict[str, Any]) -> list[str]:
     """``expect`` may list several verdicts where the compiler version decides (e.g. a ptxas warning)."""
     return case["expect"] if isinstance(case["expect"], list) else [case["expect"]]
+
+
+def _cell(text: str) -> str:
+    """Text in a markdown table's cell: a regular expression's ``|`` would end the cell."""
+    return text.replace("|", "\\|")
 
 
 def _expected(case: dict[str, Any]) -> str:

@@ -5,10 +5,10 @@ object, CuPy's argument conversion). Here everything that depends only on the sh
 once per (device, stream, shapes, sizes) and kept: the sizes bound from the shapes, the plan, the
 scratch buffers (allocated once through PyTorch's caching allocator, so they live on that
 stream), the CUfunction handles, each launch's ``kernelParams`` array with its holders and its
-other arguments as ctypes values (a typed ctypes call converts them on every call). A call
-then checks dtype, device and contiguity, writes the tensors' ``data_ptr()``s into the holders
-and calls ``cuLaunchKernel`` (ctypes on libcuda, in the context CuPy loaded the module into) on
-PyTorch's current raw stream: no synchronization and no allocation but the outputs it is asked
+launch configuration as ctypes values (a typed ctypes call converts them on every call). A call
+looks its shape, dtypes, devices and contiguity up, writes the tensors' ``data_ptr()``s into the
+holders and calls ``cuLaunchKernelEx`` (ctypes on libcuda, in the context CuPy loaded the module
+into) on PyTorch's current raw stream: no synchronization and no allocation but the outputs it is asked
 to make, so a call can be captured in a CUDA graph (make one call at the shapes before capturing,
 so that the scratch is not allocated inside the graph's pool). Plans with tensor maps keep the
 CuPy path (a map is encoded over each buffer's address).
@@ -111,10 +111,7 @@ def geometry(task: Task, shapes: Sequence[tuple[int, ...] | None], sizes: Mappin
 @dataclass
 class _Prepared:
     geometry: Geometry
-    # per launch: cuLaunchKernel's arguments but the parameters, as ctypes values made once
-    # (CUfunction, grid, block, shared bytes, stream), its parameters, the call, a cluster config
-    # (None: a plain launch)
-    launches: list[tuple[tuple[Any, ...], Packed, Call, Any]]
+    launches: list[Launch]
     zero: list[tuple[int, int]]  # (pointer, bytes) of the scratch zeroed before each call
     context: int
     scratch: list[Any]  # the scratch tensors, held as long as this shape is cached
@@ -191,8 +188,8 @@ class TorchPath:
                                device=values[self._first].device) for s in geo.plan.scratch]
         fixed = {s.name: t.data_ptr() for s, t in zip(geo.plan.scratch, scratch, strict=True)}
         slots = {a.name: i for i, a in enumerate(self.task.args)}
-        launches = [(launch_head(int(loaded.functions[c.kernel].ptr), c, key[0]),  # the key has the stream
-                     Packed(c, slots, fixed), c, _cluster_config(c)) for c in geo.plan.calls]
+        launches = [Launch(int(loaded.functions[c.kernel].ptr), c, Packed(c, slots, fixed), key[0])
+                    for c in geo.plan.calls]  # the key's first entry is the stream
         zero = [(fixed[s.name], s.count * dtypes.get(s.dtype).itemsize) for s in geo.plan.scratch if s.zero]
         where = values[self._first].device
         given = {(tuple(v.shape), v.dtype): i for i, v in enumerate(values) if v is not None}
@@ -206,18 +203,18 @@ class TorchPath:
         return prepared
 
 
-def launch_head(function: int, call: Call, stream: int) -> tuple[Any, ...]:
-    """cuLaunchKernel's arguments before the parameters, as ctypes values made once per shape."""
-    dims = (*call.grid, *call.block, call.shared)
-    return (ctypes.c_void_p(function), *(ctypes.c_uint(int(v)) for v in dims), ctypes.c_void_p(stream))
+class Launch:
+    """One kernel's launch at one shape on one stream: cuLaunchKernelEx's arguments made once as
+    ctypes values (the CUlaunchConfig with grid, block, shared bytes, stream and a cluster
+    attribute where the call has one; the CUfunction), so that a call converts nothing: four
+    arguments cost a third of cuLaunchKernel's eleven through ctypes."""
 
+    def __init__(self, function: int, call: Call, packed: Packed, stream: int) -> None:
+        from evolve.evaluate.gpu.hopper import launch_config
 
-def _cluster_config(call: Call) -> Any:
-    if call.cluster is None:
-        return None
-    from evolve.evaluate.gpu.hopper import launch_config
-
-    return launch_config(call, 0)  # (config, attributes); the stream is set per call
+        self.call, self.packed = call, packed
+        self._config = launch_config(call, stream)  # (config, attributes): held as long as the launch
+        self.args = (ctypes.byref(self._config[0]), ctypes.c_void_p(function), packed.params, None)
 
 
 def launch(prepared: _Prepared, pointers: Sequence[int], stream: int, current: ctypes.c_void_p) -> None:
@@ -237,18 +234,14 @@ def launch(prepared: _Prepared, pointers: Sequence[int], stream: int, current: c
 
 
 def _enqueue(prepared: _Prepared, pointers: Sequence[int], stream: int) -> None:
-    lib, plain = _driver(), _plain_launch()
+    lib, launch_ex = _driver(), _launch_ex()
     for pointer, nbytes in prepared.zero:
         check_result(lib.cuMemsetD8Async(pointer, 0, nbytes, stream), "cuMemsetD8Async")
-    for head, packed, call, config in prepared.launches:
-        packed.write(pointers)
-        if config is None:
-            result = plain(*head, packed.params, None)
-        else:
-            config[0].stream = stream
-            result = lib.cuLaunchKernelEx(ctypes.byref(config[0]), head[0], packed.params, None)
-        if result:
-            check_result(result, f"launching {call.kernel} grid={call.grid} block={call.block}")
+    for one in prepared.launches:
+        one.packed.write(pointers)
+        if result := launch_ex(*one.args):
+            c = one.call
+            check_result(result, f"launching {c.kernel} grid={c.grid} block={c.block}")
 
 
 _contexts: dict[int, int] = {}
@@ -266,10 +259,10 @@ def primary_context(device: int) -> int:
 
 
 @functools.cache
-def _plain_launch() -> Any:
-    """cuLaunchKernel without argtypes, from a handle of its own: called with ctypes values made
-    once per shape, it converts nothing per call (half the cost of the typed call)."""
-    launch = ctypes.CDLL(_driver()._name).cuLaunchKernel
+def _launch_ex() -> Any:
+    """cuLaunchKernelEx without argtypes, from a handle of its own: called with ctypes values made
+    once per shape, it converts nothing per call."""
+    launch = ctypes.CDLL(_driver()._name).cuLaunchKernelEx
     launch.restype = ctypes.c_int
     return launch
 
@@ -281,8 +274,7 @@ def _driver() -> ctypes.CDLL:
 
     lib = libcuda()
     if not hasattr(lib, "_fastcall"):
-        u32, vp = ctypes.c_uint, ctypes.c_void_p
-        lib.cuLaunchKernel.argtypes = [vp, u32, u32, u32, u32, u32, u32, u32, vp, vp, vp]
+        vp = ctypes.c_void_p
         lib.cuMemsetD8Async.argtypes = [vp, ctypes.c_ubyte, ctypes.c_size_t, vp]
         lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(vp)]
         lib.cuCtxSetCurrent.argtypes = [vp]

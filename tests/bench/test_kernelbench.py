@@ -315,3 +315,19 @@ def test_cells_escape_markup_and_fold_lines() -> None:
     assert kr.cell("a|b\nc") == "a\\|b c"
     assert kr.cell("x" * 500, 10) == "x" * 9 + "…"
     assert kr.cell("<script>&") == "&lt;script&gt;&amp;"
+
+
+def test_the_documented_command_parses_and_carries_its_overrides() -> None:
+    """Hydra reads an unquoted ``[llm.model=gpt-5]`` as bad grammar: the command in the docs failed
+    before anything ran. Its overrides must reach the section's settings as written."""
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    block = re.search(r"```bash\n.*?\n(evolve-bench sections=\[kernelbench\].*?)\n```", text, re.S)
+    assert block, "docs/benchmarks.md lost its kernelbench command"
+    import shlex
+
+    argv = shlex.split(block.group(1).replace("\\\n", " "))[1:]
+    out = subprocess.run([sys.executable, "-m", "evolve.bench", *argv, "--cfg", "job"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-800:]
+    section = yaml.safe_load(out.stdout)["kernelbench"]
+    assert section["overrides"] == ["llm.model=gpt-5"] and section["llm"] == "openai"

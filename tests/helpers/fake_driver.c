@@ -7,19 +7,27 @@ uint64_t seen[16];
 int launches;
 static void* ctx = (void*)0x1000;
 
-int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                   unsigned bz, unsigned shared, void* stream, void** params, void** extra) {
-    uint64_t v[] = {(uint64_t)f, gx, gy, gz, bx, by, bz, shared, (uint64_t)stream,
-                    (uint64_t)*(void**)params[0], (uint64_t)*(int*)params[3], (uint64_t)extra};
+/* CUlaunchConfig as the driver's header lays it out (the attributes are not read here) */
+typedef struct {
+    unsigned grid[3], block[3], shared;
+    void* stream;
+    void* attrs;
+    unsigned num_attrs;
+} Config;
+
+int cuLaunchKernelEx(const Config* c, void* f, void** params, void** extra) {
+    uint64_t v[] = {(uint64_t)f, c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1],
+                    c->block[2], c->shared, (uint64_t)c->stream, (uint64_t)*(void**)params[0],
+                    (uint64_t)*(int*)params[3], (uint64_t)extra};
     for (int i = 0; i < 12; ++i) seen[i] = v[i];
     seen[12] = (uint64_t)ctx;
+    seen[13] = c->num_attrs;
     ++launches;
     return 0;
 }
 int cuCtxGetCurrent(void** c) { *c = ctx; return 0; }
 int cuCtxSetCurrent(void* c) { ctx = c; return 0; }
 int cuMemsetD8Async(void* p, unsigned char v, size_t n, void* s) { return 0; }
-int cuLaunchKernelEx(void* config, void* f, void** params, void** extra) { return 0; }
 int cuTensorMapEncodeTiled(void) { return 0; }
 int cuOccupancyMaxActiveClusters(void) { return 0; }
 int cuGetErrorName(int e, const char** s) { *s = "CUDA_ERROR_FAKE"; return 0; }

@@ -6,6 +6,7 @@ tests/test_gpu_usage.py)."""
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import inspect
 import shutil
 import struct
@@ -248,10 +249,10 @@ def fake_driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     fake = ctypes.CDLL(str(lib))
     monkeypatch.setattr(hopper, "libcuda", lambda: fake)
     fastcall._driver.cache_clear()
-    fastcall._plain_launch.cache_clear()
+    fastcall._launch_ex.cache_clear()
     yield fake
     fastcall._driver.cache_clear()
-    fastcall._plain_launch.cache_clear()
+    fastcall._launch_ex.cache_clear()
 
 
 def test_a_launch_passes_what_the_plan_says_in_the_module_s_context(fake_driver) -> None:
@@ -264,15 +265,20 @@ def test_a_launch_passes_what_the_plan_says_in_the_module_s_context(fake_driver)
     v = next(s for s in t.seeds() if s.name == "naive")
     call = _plan(t, v, v.spec.default)({"n": 1_000_003}).calls[0]
     slots = {a.name: i for i, a in enumerate(t.args)}
-    head = fastcall.launch_head(0xF00D, call, 0x5EED)
-    prepared = fastcall._Prepared(None, [(head, Packed(call, slots, {}), call, None)], [], 0x2000, [], [])
+    one = fastcall.Launch(0xF00D, call, Packed(call, slots, {}), 0x5EED)
+    prepared = fastcall._Prepared(None, [one], [], 0x2000, [], [])
     seen = (ctypes.c_uint64 * 16).in_dll(fake_driver, "seen")
     for pointers in ([0xA0, 0xB0, 0xC0], [2**47 + 16, 0xB0, 0xC0]):
         fastcall.launch(prepared, pointers, 0x5EED, ctypes.c_void_p())
         assert list(seen[:12]) == [0xF00D, *call.grid, *call.block, call.shared, 0x5EED, pointers[0],
                                    1_000_003, 0], list(seen[:12])
-        assert seen[12] == 0x2000  # launched in the module's context
+        assert seen[12] == 0x2000 and seen[13] == 0  # in the module's context; no cluster attribute
     assert ctypes.c_int.in_dll(fake_driver, "launches").value == 2
+    clustered = dataclasses.replace(call, grid=(8, 1, 1), cluster=(2, 1, 1))
+    fastcall.launch(fastcall._Prepared(None, [fastcall.Launch(0xF00D, clustered, Packed(clustered, slots, {}),
+                                                               0x5EED)], [], 0x2000, [], []),
+                    [0xA0, 0xB0, 0xC0], 0x5EED, ctypes.c_void_p())
+    assert list(seen[1:4]) == [8, 1, 1] and seen[13] == 1  # the cluster as the launch's one attribute
     current = ctypes.c_void_p()
     fake_driver.cuCtxGetCurrent(ctypes.byref(current))
     assert current.value == 0x1000  # the caller's context again

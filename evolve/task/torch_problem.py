@@ -9,15 +9,19 @@ LLM's runs here. Two forms:
 - ``ops.py:fn``: a function of tensors; its example inputs come from ``fn_inputs()`` when the file
   has one (several functions in one file), else from ``get_inputs()``.
 
-Sizes are the module's integer globals: evaluating the file at other sizes means setting those
-globals and calling ``get_inputs()`` / ``get_init_inputs()`` again, then building the Model anew.
+Sizes are the module's integer globals: evaluating the file at other sizes means running it again
+with those assignments changed (so that what the file derives from them, ``input_shape =
+(num_classes,)``, follows), calling ``get_inputs()`` / ``get_init_inputs()`` again and building the
+Model anew.
 Shapes and FLOPs at big sizes are found on PyTorch's ``meta`` device (no memory, no arithmetic).
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
+import importlib.machinery
 import importlib.util
 import inspect
 import sys
@@ -93,7 +97,7 @@ class Problem:
             if not callable(fn) or not callable(examples):
                 raise EvolveError(f"problem file {self.path}: needs a function {function!r} and its example "
                                   f"inputs, {function}_inputs() or get_inputs()")
-            self._forward, self._examples = fn, examples
+            self._forward = fn
         self.globals = {k: v for k, v in vars(m).items()
                         if type(v) is int and not k.startswith("_") and k.isidentifier()}
         over = getattr(m, OVERRIDES, None) or {}
@@ -101,6 +105,7 @@ class Problem:
             raise EvolveError(f"problem file {self.path}: {OVERRIDES} must be a dict of "
                               f"{', '.join(sorted(OVERRIDABLE))}")
         self.overrides = dict(over)
+        self._at: dict[tuple[tuple[str, int], ...], ModuleType] = {}  # the file run at other sizes
 
     @property
     def sha256(self) -> str:
@@ -131,13 +136,20 @@ class Problem:
 
     @contextlib.contextmanager
     def at(self, sizes: Mapping[str, int]) -> Iterator[None]:
-        """The module's size globals set to ``sizes`` (the others as the file has them), restored after."""
-        old = {k: vars(self.module)[k] for k in sizes}
-        vars(self.module).update(sizes)
+        """``self.module`` as the file makes it with its size globals set to ``sizes`` (the others as
+        the file has them): the file run again with those assignments changed, once per sizes."""
+        changed = {k: int(v) for k, v in sizes.items() if self.globals.get(k) != v}
+        if not changed:
+            yield
+            return
+        key = tuple(sorted(changed.items()))
+        if key not in self._at:
+            self._at[key] = _import(self.path, changed)
+        old, self.module = self.module, self._at[key]
         try:
             yield
         finally:
-            vars(self.module).update(old)
+            self.module = old
 
     def build(self, sizes: Mapping[str, int], device: str = "cpu", seed: int = 0) -> Instance:
         """The Model and its example inputs at these sizes, on ``device`` (``meta``: shapes only)."""
@@ -149,7 +161,9 @@ class Problem:
                     model = self.module.Model(*init)
                     raw = list(self.module.get_inputs())
                 else:
-                    model, raw = _FunctionModel(self._forward), list(self._examples())
+                    m = self.module
+                    examples = getattr(m, f"{self.function}_inputs", None) or m.get_inputs
+                    model, raw = _FunctionModel(getattr(m, str(self.function))), list(examples())
             except NotImplementedError:
                 raise
             except Exception as exc:
@@ -178,23 +192,61 @@ def _tensors(out: Any) -> tuple[torch.Tensor, ...]:
     return outs
 
 
-def _import(path: Path) -> ModuleType:
+def _import(path: Path, sizes: Mapping[str, int] | None = None) -> ModuleType:
+    """The problem file as a module of its own (``sizes``: with those module-level assignments
+    changed, a fresh module each time; else once per path)."""
     name = "evolve_problem_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
-    if name in sys.modules:
+    if not sizes and name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
+    loader = _SizedLoader(name, str(path), dict(sizes or {}))
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    assert spec is not None
     module = importlib.util.module_from_spec(spec)
     folder = str(path.parent)
     added = folder not in sys.path
     if added:  # helpers beside the problem file import as they do when it runs as a script
         sys.path.insert(0, folder)
     try:
-        spec.loader.exec_module(module)
+        loader.exec_module(module)
     except Exception as exc:
-        raise EvolveError(f"problem file {path}: importing it failed: {describe(exc)}") from None
+        at = f" at {dict(sizes)}" if sizes else ""
+        raise EvolveError(f"problem file {path}: importing it{at} failed: {describe(exc)}") from None
     finally:
         if added:
             sys.path.remove(folder)
-    sys.modules[name] = module
+    vars(module).update({k: v for k, v in (sizes or {}).items() if k not in loader.assigned})
+    if not sizes:
+        sys.modules[name] = module
     return module
+
+
+class _SizedLoader(importlib.machinery.SourceFileLoader):
+    """Loads the file with its top-level assignments of the size names given set to those values
+    (``batch = 16``, ``a, b = 3, 4``); from source every time, never from a bytecode cache."""
+
+    def __init__(self, fullname: str, path: str, sizes: dict[str, int]) -> None:
+        super().__init__(fullname, path)
+        self.sizes = sizes
+        self.assigned: set[str] = set()
+
+    def get_code(self, fullname: str) -> Any:
+        path = self.get_filename(fullname)
+        tree = ast.parse(self.get_data(path), path)
+        if self.sizes:
+            for node in tree.body:
+                if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    node.value = self._replace(targets, node.value)
+        return compile(ast.fix_missing_locations(tree), path, "exec", dont_inherit=True)
+
+    def _replace(self, targets: list[ast.expr], value: ast.expr) -> ast.expr:
+        if len(targets) != 1:  # a = b = 3: each name its own value cannot be; left as the file has it
+            return value
+        target = targets[0]
+        if isinstance(target, ast.Name) and target.id in self.sizes:
+            self.assigned.add(target.id)
+            return ast.copy_location(ast.Constant(self.sizes[target.id]), value)
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) \
+                and len(target.elts) == len(value.elts):
+            value.elts = [self._replace([t], v) for t, v in zip(target.elts, value.elts, strict=True)]
+        return value

@@ -27,7 +27,7 @@ from evolve.task.torch_task import task_config  # noqa: E402
 
 PROBLEMS = Path(__file__).parents[1] / "torch_problems"
 GOOD = ["row_sum", "layer_norm", "gelu", "conv_valid", "linear_relu", "row_max", "cross_entropy",
-        "conv_group_norm", "log_ratio"]
+        "conv_group_norm", "log_ratio", "derived_shape"]
 
 
 def cfg(name: str, function: str | None = None) -> dict:
@@ -91,6 +91,20 @@ def test_sizes_are_the_integers_that_shape_the_inputs() -> None:
     assert all(s["rows"] < 512 and s["cols"] < 1000 for s in correctness)
     assert any(s["cols"] % 2 for s in correctness)  # awkward ones
     assert not set(map(json.dumps, c["sizes"]["holdout"])) & set(map(json.dumps, correctness))
+
+
+def test_a_size_that_shapes_the_inputs_through_other_globals_is_a_size() -> None:
+    """``input_shape = (classes,)`` is computed once when the file runs: setting ``classes`` alone
+    left the inputs 1000 wide, so ``classes`` was frozen at 1000 (KernelBench's loss problems)."""
+    c = cfg("derived_shape")
+    assert c["args"]["logits"]["shape"] == ["batch", "classes"] and c["args"]["bias"]["shape"] == ["classes"]
+    assert c["sizes"]["timing"] == [{"batch": 384, "classes": 1000}]
+    correctness = c["sizes"]["correctness"]
+    assert {"batch": 1, "classes": 1} in correctness and all(s["classes"] < 1000 for s in correctness)
+    task = load_task(c)
+    for sizes in task.correctness_sizes:
+        got = task.expected(np, task.make_inputs(np, sizes, 1), sizes)["out"]
+        assert got.shape == (sizes["batch"], sizes["classes"]) and np.isfinite(got).all()
 
 
 def test_derived_extents_and_flops_are_sizes_known_at_every_size() -> None:

@@ -212,7 +212,7 @@ def parse_spec(source: str) -> LaunchSpec:
         raise SpecError(f"at most {MAX_KERNELS} kernel launches")
     launches = tuple(_launch(i, k) for i, k in enumerate(kernels))
     maps = _tensor_maps(raw.get("tensor_maps") or [])
-    restrictions = raw.get("restrictions") or []
+    restrictions = _rejoined(raw.get("restrictions") or [])
     if not isinstance(restrictions, list) or len(restrictions) > MAX_RESTRICTIONS:
         raise SpecError(f"'restrictions' must be a list of at most {MAX_RESTRICTIONS} conditions")
     if any(isinstance(r, bool | dict | list) or r is None for r in restrictions):
@@ -299,8 +299,49 @@ def _ident(name: Any, what: str) -> str:
     return name
 
 
+def _rejoined(items: Any) -> Any:
+    """A YAML flow list as its author meant it: ``[ceil_div(n, B), rows, 1]`` is split at every
+    comma, the one inside the call too (``'ceil_div(n'``, ``'B)'``); an item whose parentheses do
+    not close cannot be an expression, so it is joined with the next ones until they do."""
+    if not isinstance(items, list):
+        return items
+    out: list[Any] = []
+    open_text: str | None = None
+    for item in items:
+        if open_text is not None:
+            open_text = f"{open_text}, {item}"
+            if _depth(open_text) <= 0:
+                out.append(open_text)
+                open_text = None
+        elif isinstance(item, str) and _depth(item) > 0:
+            open_text = item
+        else:
+            out.append(item)
+    return out if open_text is None else [*out, open_text]
+
+
+def _rejoined_mapping(d: dict[Any, Any]) -> dict[Any, Any]:
+    """A YAML flow mapping as its author meant it: ``{size: ceil_div(n, B), zero: false}`` reads as
+    ``size: 'ceil_div(n'`` and a key ``'B)'`` without a value; such keys join the open value."""
+    out: dict[Any, Any] = {}
+    open_key: Any = None
+    for key, value in d.items():
+        if open_key is not None and value is None and isinstance(key, str):
+            out[open_key] = f"{out[open_key]}, {key}"
+            if _depth(out[open_key]) <= 0:
+                open_key = None
+            continue
+        out[key] = value
+        open_key = key if isinstance(value, str) and _depth(value) > 0 else None
+    return out
+
+
+def _depth(text: str) -> int:
+    return text.count("(") - text.count(")") + text.count("[") - text.count("]")
+
+
 def _exprs(v: Any, where: str) -> tuple[Expr, ...]:
-    items = v if isinstance(v, list) else [v]
+    items = _rejoined(v) if isinstance(v, list) else [v]
     if not 1 <= len(items) <= 3 or any(isinstance(i, bool | dict | list) or i is None for i in items):
         raise SpecError(f"{where} must be an expression or a list of 1 to 3 expressions")
     return tuple(Expr(i) for i in items)
@@ -328,6 +369,7 @@ def _scratch(name: Any, s: Any) -> Scratch:
     name = _ident(name, "scratch")
     if not isinstance(s, dict):
         raise SpecError(f"scratch {name} must be a mapping {{dtype, size, zero}}")
+    s = _rejoined_mapping(s)
     _only_keys(s, {"dtype", "size", "zero"}, f"scratch {name}")
     dtype = s.get("dtype", "float32")
     if dtype not in DTYPES:
@@ -348,7 +390,7 @@ def _launch(i: int, k: Any) -> Launch:
     for key in ("name", "grid", "block", "args"):
         if key not in k:
             raise SpecError(f"{where}: '{key}' is required")
-    args = k["args"]
+    args = _rejoined(k["args"])
     if not isinstance(args, list) or len(args) > 32:
         raise SpecError(f"{where}: 'args' must be a list (at most 32)")
     for a in args:

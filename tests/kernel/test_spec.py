@@ -90,3 +90,29 @@ def test_space_size_is_bounded() -> None:
     src = f"/*@evolve\nkernels: [{{name: k, grid: 1, block: 1, args: []}}]\ntunables:\n{tunables}\n*/"
     with pytest.raises(SpecError, match=str(MAX_SPACE)):
         Variant.parse(src)
+
+
+def test_expressions_with_commas_in_flow_lists_read_as_their_author_meant() -> None:
+    """YAML splits ``[ceil_div(n, B), 1]`` at every comma: a real model's four answers for one task
+    were all refused ("cannot parse expression 'ceil_div(dim2'"). An item whose parentheses do not
+    close is joined with the next ones, in lists and in a scratch entry's flow mapping."""
+    spec = parse_spec("""/*@evolve
+kernels:
+  - name: k
+    grid: [ceil_div(n, BLOCK), min(4, max(1, n // BLOCK)), 1]
+    block: [BLOCK, 1]
+    args: [y, n, min(n, 7)]
+scratch:
+  part: {dtype: float32, size: ceil_div(n, BLOCK), zero: true}
+tunables:
+  BLOCK: {values: [64, 128], default: 64}
+restrictions: [min(BLOCK, 96) >= 64]
+*/
+""" + BODY.replace("int n)", "int n, int m)"))
+    k = spec.launches[0]
+    assert [e.text for e in k.grid] == ["ceil_div(n, BLOCK)", "min(4, max(1, n // BLOCK))", "1"]
+    assert k.args == ("y", "n", "min(n, 7)")
+    assert spec.scratch[0].size.text == "ceil_div(n, BLOCK)" and spec.scratch[0].zero
+    assert [r.text for r in spec.restrictions] == ["min(BLOCK, 96) >= 64"]
+    with pytest.raises(SpecError, match="cannot parse expression"):
+        parse_spec(GOOD.replace("grid: ceil_div(n, BLOCK * UNROLL)", "grid: [ceil_div(n, BLOCK]"))

@@ -72,6 +72,9 @@ def _config(p: Problem) -> dict[str, Any]:
             points.append((h, found))
     shapes = {_label(s): found for s, found in points}
     flops = {_label(s): _flops(p, s) for s in (timing, *correctness, *held)}
+    # FLOPs where PyTorch's counter sees them at every size: an einsum lowered to a multiply and a
+    # sum at some sizes counts 0 there, and a size of 0 FLOPs is no size
+    counted = all(flops.values())
     _refuse_what_no_kernel_can_match(p, correctness[0])
     first = points[0][1]
     biggest = max(correctness, key=lambda s: _elements(shapes[_label(s)]))
@@ -85,7 +88,7 @@ def _config(p: Problem) -> dict[str, Any]:
         for d in sorted(derived):
             arg, j = d[1:].rsplit("_d", 1)
             out[f"{arg}_d{j}"] = shapes[_label(s)][arg][1][int(j)]
-        if any(flops.values()):
+        if counted:
             out[FLOPS] = flops[_label(s)]
         return out
 
@@ -114,8 +117,8 @@ def _config(p: Problem) -> dict[str, Any]:
         "reference": "torch",
         "torch": {"file": str(p.path), "function": p.function, "sha256": p.sha256, "sizes": list(timing),
                   "inputs": names.inputs, "state": names.state, "outputs": list(names.outputs)},
-        "traffic": {"bytes": nbytes, "flops": FLOPS if any(flops.values()) else 0,
-                    "peak": PEAK.get(out_dtype, "fp32") if any(flops.values()) else "memory"},
+        "traffic": {"bytes": nbytes, "flops": FLOPS if counted else 0,
+                    "peak": PEAK.get(out_dtype, "fp32") if counted else "memory"},
         "dir": str(p.path.parent),
     }
     cfg["module"] = _module(p, timing, points, names)
@@ -240,7 +243,10 @@ def _shapes(p: Problem, sizes: Mapping[str, int], names: _Names) -> Shapes:
 
 
 def _try(p: Problem, sizes: Mapping[str, int], names: _Names) -> Shapes | None:
-    """The shapes at these sizes, or None where the file cannot be built or run there."""
+    """The shapes at these sizes, or None where the file cannot be built or run there. Sizes small
+    enough to be correctness sizes are also run for real on the CPU: the meta device does not make
+    every check (a transposed convolution with an empty output, hidden by a reduction after it,
+    passes there and raises on real tensors)."""
     try:
         shapes = _shapes(p, sizes, names)
     except (EvolveError, NotImplementedError, RuntimeError):
@@ -248,6 +254,11 @@ def _try(p: Problem, sizes: Mapping[str, int], names: _Names) -> Shapes | None:
     if set(shapes) != set(names.inputs) | set(names.state) | set(names.outputs) \
             or any(math.prod(s) == 0 for _, s in shapes.values()):
         return None
+    if _elements(shapes) <= ELEMENTS:
+        try:
+            p.build(sizes).run()
+        except (EvolveError, RuntimeError, ValueError, IndexError):
+            return None
     return shapes
 
 

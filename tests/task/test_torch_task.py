@@ -27,7 +27,7 @@ from evolve.task.torch_task import task_config  # noqa: E402
 
 PROBLEMS = Path(__file__).parents[1] / "torch_problems"
 GOOD = ["row_sum", "layer_norm", "gelu", "conv_valid", "linear_relu", "row_max", "cross_entropy",
-        "conv_group_norm", "log_ratio", "derived_shape"]
+        "conv_group_norm", "log_ratio", "derived_shape", "conv_transpose", "einsum_4d"]
 
 
 def cfg(name: str, function: str | None = None) -> dict:
@@ -91,6 +91,24 @@ def test_sizes_are_the_integers_that_shape_the_inputs() -> None:
     assert all(s["rows"] < 512 and s["cols"] < 1000 for s in correctness)
     assert any(s["cols"] % 2 for s in correctness)  # awkward ones
     assert not set(map(json.dumps, c["sizes"]["holdout"])) & set(map(json.dumps, correctness))
+
+
+def test_correctness_sizes_are_run_for_real_not_only_on_the_meta_device() -> None:
+    """A transposed convolution whose output is empty at a small input, summed over that dimension
+    after it, runs on PyTorch's meta device and raises on real tensors: such sizes were chosen and
+    the check failed ("Output size is too small"); KernelBench's level 2 has several."""
+    task = load_task(cfg("conv_transpose"))
+    for sizes in task.correctness_sizes:
+        assert task.expected(np, task.make_inputs(np, sizes, 2), sizes)["out"].size > 0
+
+
+def test_flops_are_given_only_where_counted_at_every_size() -> None:
+    """einsum counts 0 FLOPs at all-ones sizes (lowered to a multiply and a sum): a model_flops size
+    of 0 made the task malformed; without a count at every size the task has no FLOP figure."""
+    c = cfg("einsum_4d")
+    assert "model_flops" not in c["sizes"]["timing"][0] and c["traffic"]["flops"] == 0
+    assert c["traffic"]["peak"] == "memory" and {"b": 1, "i": 1, "j": 1, "inner": 1, "cols": 1} in \
+        c["sizes"]["correctness"]
 
 
 def test_a_size_that_shapes_the_inputs_through_other_globals_is_a_size() -> None:

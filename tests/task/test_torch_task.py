@@ -66,6 +66,16 @@ def test_what_cannot_be_a_task_is_refused_with_one_line(name: str, reason: str) 
     assert out.stderr.strip().splitlines()[-1] == f"evolve: {exc.value}"
 
 
+def test_a_model_that_computes_a_constant_is_refused_for_that() -> None:
+    """KernelBench has problems whose output is the same for every input (0 everywhere): 'a trivial
+    kernel passes ...; tighten its tolerance or add sizes' sent the user after the wrong cause."""
+    out = cli(f"task={PROBLEMS / 'refused' / 'constant_output.py'}", "backend=check")
+    assert out.returncode != 0
+    problem = next(ln for ln in out.stdout.splitlines() if ln.startswith("problem:"))
+    assert "its reference gives the same outputs for other inputs at every size" in problem, out.stdout
+    assert "tighten" not in problem
+
+
 def test_inputs_and_parameters_are_arguments_drawn_as_the_model_initialises_them() -> None:
     c = cfg("linear_relu")
     args = c["args"]

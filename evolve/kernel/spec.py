@@ -36,11 +36,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from evolve.dtypes import ITEMSIZE
 from evolve.errors import SpecError
 from evolve.expr import Expr
+from evolve.kernel.spec_yaml import load_yaml, rejoined, rejoined_mapping
 from evolve.kernel.tensor_maps import TensorMapDecl, declare
 
 MAX_SOURCE_CHARS = 100_000
@@ -52,7 +51,6 @@ MAX_VALUES = 64
 MAX_SPACE = 200_000
 MAX_RESTRICTIONS = 32
 MAX_TENSOR_MAPS = 8
-MAX_YAML_DEPTH = 16  # nested mappings and lists in a spec (its schema needs four)
 # Enumerating the space evaluates every restriction at every configuration: the search process
 # bounds that work (configurations x restriction terms), not only the number of configurations.
 MAX_ENUMERATION = 2_000_000
@@ -65,7 +63,6 @@ COMMENT_OR_STRING = re.compile(
     r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S
 )
 _RESERVED = {"min", "max", "ceil_div", "and", "or", "not"}
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where present
 
 
 @dataclass(frozen=True)
@@ -192,7 +189,7 @@ def parse_spec(source: str) -> LaunchSpec:
         raise SpecError("the /*@evolve header comment is not closed with */")
     if len(text) > MAX_SPEC_CHARS:
         raise SpecError(f"launch spec longer than {MAX_SPEC_CHARS} characters")
-    raw = _load_yaml(text, first_line=source.count("\n", 0, headers[0].start(1)) + 1)
+    raw = load_yaml(text, first_line=source.count("\n", 0, headers[0].start(1)) + 1)
     if not isinstance(raw, dict):
         raise SpecError("launch spec must be a YAML mapping with 'kernels' and 'tunables'")
     _only_keys(raw, {"kernels", "scratch", "tunables", "restrictions", "arch_specific", "tensor_maps"},
@@ -212,7 +209,7 @@ def parse_spec(source: str) -> LaunchSpec:
         raise SpecError(f"at most {MAX_KERNELS} kernel launches")
     launches = tuple(_launch(i, k) for i, k in enumerate(kernels))
     maps = _tensor_maps(raw.get("tensor_maps") or [])
-    restrictions = _rejoined(raw.get("restrictions") or [])
+    restrictions = rejoined(raw.get("restrictions") or [])
     if not isinstance(restrictions, list) or len(restrictions) > MAX_RESTRICTIONS:
         raise SpecError(f"'restrictions' must be a list of at most {MAX_RESTRICTIONS} conditions")
     if any(isinstance(r, bool | dict | list) or r is None for r in restrictions):
@@ -247,40 +244,6 @@ def parse_spec(source: str) -> LaunchSpec:
     return spec
 
 
-def _load_yaml(text: str, first_line: int) -> Any:
-    """The spec's YAML as plain data; anything hostile (aliases, deep nesting, numbers Python
-    refuses to convert) is a SpecError, never another exception."""
-    try:
-        depth = 0
-        for event in yaml.parse(text, Loader=_YAML_LOADER):  # stops at the first excess
-            if isinstance(event, yaml.AliasEvent):
-                raise SpecError("YAML aliases are not allowed in a launch spec")
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                if depth > MAX_YAML_DEPTH:
-                    raise SpecError(f"launch spec is nested deeper than {MAX_YAML_DEPTH} levels")
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
-        return yaml.load(text, Loader=_YAML_LOADER)  # a safe loader: plain data only
-    except yaml.YAMLError as exc:
-        raise SpecError(f"launch spec is not valid YAML: {_yaml_reason(exc, first_line)}") from None
-    except (RecursionError, MemoryError):
-        raise SpecError("launch spec is nested too deeply") from None
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise SpecError(f"launch spec holds a value that cannot be read ({exc.__class__.__name__}: "
-                        f"{str(exc)[:200]})") from None
-
-
-def _yaml_reason(exc: yaml.YAMLError, first_line: int) -> str:
-    """The error and where it is in the source (the header's text starts at ``first_line``)."""
-    first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-    mark = getattr(exc, "problem_mark", None)
-    if mark is None:
-        return first
-    column = mark.column + 1 + (len("/*@evolve") if mark.line == 0 else 0)
-    return f"{getattr(exc, 'problem', None) or first} at line {first_line + mark.line}, column {column}"
-
-
 def _only_keys(d: Mapping[str, Any], allowed: set[str], where: str) -> None:
     extra = set(map(str, d)) - allowed
     if extra:
@@ -299,49 +262,8 @@ def _ident(name: Any, what: str) -> str:
     return name
 
 
-def _rejoined(items: Any) -> Any:
-    """A YAML flow list as its author meant it: ``[ceil_div(n, B), rows, 1]`` is split at every
-    comma, the one inside the call too (``'ceil_div(n'``, ``'B)'``); an item whose parentheses do
-    not close cannot be an expression, so it is joined with the next ones until they do."""
-    if not isinstance(items, list):
-        return items
-    out: list[Any] = []
-    open_text: str | None = None
-    for item in items:
-        if open_text is not None:
-            open_text = f"{open_text}, {item}"
-            if _depth(open_text) <= 0:
-                out.append(open_text)
-                open_text = None
-        elif isinstance(item, str) and _depth(item) > 0:
-            open_text = item
-        else:
-            out.append(item)
-    return out if open_text is None else [*out, open_text]
-
-
-def _rejoined_mapping(d: dict[Any, Any]) -> dict[Any, Any]:
-    """A YAML flow mapping as its author meant it: ``{size: ceil_div(n, B), zero: false}`` reads as
-    ``size: 'ceil_div(n'`` and a key ``'B)'`` without a value; such keys join the open value."""
-    out: dict[Any, Any] = {}
-    open_key: Any = None
-    for key, value in d.items():
-        if open_key is not None and value is None and isinstance(key, str):
-            out[open_key] = f"{out[open_key]}, {key}"
-            if _depth(out[open_key]) <= 0:
-                open_key = None
-            continue
-        out[key] = value
-        open_key = key if isinstance(value, str) and _depth(value) > 0 else None
-    return out
-
-
-def _depth(text: str) -> int:
-    return text.count("(") - text.count(")") + text.count("[") - text.count("]")
-
-
 def _exprs(v: Any, where: str) -> tuple[Expr, ...]:
-    items = _rejoined(v) if isinstance(v, list) else [v]
+    items = rejoined(v) if isinstance(v, list) else [v]
     if not 1 <= len(items) <= 3 or any(isinstance(i, bool | dict | list) or i is None for i in items):
         raise SpecError(f"{where} must be an expression or a list of 1 to 3 expressions")
     return tuple(Expr(i) for i in items)
@@ -369,7 +291,7 @@ def _scratch(name: Any, s: Any) -> Scratch:
     name = _ident(name, "scratch")
     if not isinstance(s, dict):
         raise SpecError(f"scratch {name} must be a mapping {{dtype, size, zero}}")
-    s = _rejoined_mapping(s)
+    s = rejoined_mapping(s)
     _only_keys(s, {"dtype", "size", "zero"}, f"scratch {name}")
     dtype = s.get("dtype", "float32")
     if dtype not in DTYPES:
@@ -390,7 +312,7 @@ def _launch(i: int, k: Any) -> Launch:
     for key in ("name", "grid", "block", "args"):
         if key not in k:
             raise SpecError(f"{where}: '{key}' is required")
-    args = _rejoined(k["args"])
+    args = rejoined(k["args"])
     if not isinstance(args, list) or len(args) > 32:
         raise SpecError(f"{where}: 'args' must be a list (at most 32)")
     for a in args:

@@ -237,7 +237,9 @@ class _SizedLoader(importlib.machinery.SourceFileLoader):
                 if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     node.value = self._replace(targets, node.value)
-        return compile(ast.fix_missing_locations(tree), path, "exec", dont_inherit=True)
+        # the import machinery's own step from source to code, on the user's problem file: what
+        # importing it always did, with the size literals changed; no generated text reaches it
+        return self.source_to_code(ast.fix_missing_locations(tree), path)
 
     def _replace(self, targets: list[ast.expr], value: ast.expr) -> ast.expr:
         if len(targets) != 1:  # a = b = 3: each name its own value cannot be; left as the file has it

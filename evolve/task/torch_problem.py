@@ -76,9 +76,13 @@ class Instance:
 class Problem:
     """One problem file, imported once (a fresh module object per path: two files may share a name)."""
 
-    def __init__(self, path: Path, function: str | None = None) -> None:
+    def __init__(self, path: Path, function: str | None = None, follow: bool = True) -> None:
         self.path = path.expanduser().resolve()
         self.function = function
+        # at other sizes, the file runs again so that what it derives from its sizes follows them
+        # (``input_shape = (num_classes,)``); False: only the size globals are set, derived values
+        # stay as the file has them (where following them admits no smaller size)
+        self.follow = follow
         if not self.path.is_file():
             raise EvolveError(f"problem file {self.path} not found")
         self.source = self.path.read_text()
@@ -137,10 +141,19 @@ class Problem:
     @contextlib.contextmanager
     def at(self, sizes: Mapping[str, int]) -> Iterator[None]:
         """``self.module`` as the file makes it with its size globals set to ``sizes`` (the others as
-        the file has them): the file run again with those assignments changed, once per sizes."""
+        the file has them): the file run again with those assignments changed, once per sizes (or,
+        not following, those globals set on the module as imported)."""
         changed = {k: int(v) for k, v in sizes.items() if self.globals.get(k) != v}
         if not changed:
             yield
+            return
+        if not self.follow:
+            old_globals = {k: vars(self.module)[k] for k in changed}
+            vars(self.module).update(changed)
+            try:
+                yield
+            finally:
+                vars(self.module).update(old_globals)
             return
         key = tuple(sorted(changed.items()))
         if key not in self._at:

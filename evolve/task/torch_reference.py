@@ -22,7 +22,7 @@ class TorchReference:
 
     def __init__(self, cfg: Mapping[str, Any]) -> None:
         t = cfg["torch"]
-        self.problem = Problem(Path(str(t["file"])), t.get("function"))
+        self.problem = Problem(Path(str(t["file"])), t.get("function"), bool(t.get("follow", True)))
         if self.problem.sha256 != t["sha256"]:
             raise EvolveError(f"problem file {self.problem.path} changed since the task was made from it")
         self.size_names = list(t["sizes"])

@@ -49,9 +49,19 @@ def task_config(path: Path, function: str | None = None) -> dict[str, Any]:
     """The task configuration of a problem file; EvolveError (NotATask) says why there is none."""
     p = Problem(path, function)
     try:
-        return _config(p)
+        try:
+            return _config(p)
+        except NoSmallerSize as first:
+            try:  # values the file derives from its sizes, kept as they are, may admit smaller sizes
+                return _config(Problem(path, function, follow=False))
+            except NoSmallerSize:
+                raise first from None
     except NotATask as exc:
         raise NotATask(f"{p.path.name}{f':{function}' if function else ''} cannot be a task: {exc}") from None
+
+
+class NoSmallerSize(NotATask):
+    """No size smaller than the file's own can be built and run."""
 
 
 def _config(p: Problem) -> dict[str, Any]:
@@ -116,6 +126,7 @@ def _config(p: Problem) -> dict[str, Any]:
                   **({"holdout": [sizes(s) for s in held]} if held else {})},
         "reference": "torch",
         "torch": {"file": str(p.path), "function": p.function, "sha256": p.sha256, "sizes": list(timing),
+                  "follow": p.follow,
                   "inputs": names.inputs, "state": names.state, "outputs": list(names.outputs)},
         "traffic": {"bytes": nbytes, "flops": FLOPS if counted else 0,
                     "peak": PEAK.get(out_dtype, "fp32") if counted else "memory"},
@@ -285,8 +296,8 @@ def _smaller(p: Problem, timing: dict[str, int], names: _Names,
             s = {**s, k: max(1, s[k] // 2 + 1)}
             found = _try(p, s, names) if s[k] > 1 else None
     if not out:
-        raise NotATask("it cannot be built or run at any size smaller than the file's own (correctness "
-                       "sizes are the file evaluated again with smaller module-level integers)")
+        raise NoSmallerSize("it cannot be built or run at any size smaller than the file's own (correctness "
+                            "sizes are the file evaluated again with smaller module-level integers)")
     return out
 
 

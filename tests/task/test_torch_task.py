@@ -27,7 +27,8 @@ from evolve.task.torch_task import task_config  # noqa: E402
 
 PROBLEMS = Path(__file__).parents[1] / "torch_problems"
 GOOD = ["row_sum", "layer_norm", "gelu", "conv_valid", "linear_relu", "row_max", "cross_entropy",
-        "conv_group_norm", "log_ratio", "derived_shape", "conv_transpose", "einsum_4d"]
+        "conv_group_norm", "log_ratio", "derived_shape", "conv_transpose", "einsum_4d",
+        "coupled_shape"]
 
 
 def cfg(name: str, function: str | None = None) -> dict:
@@ -101,6 +102,21 @@ def test_sizes_are_the_integers_that_shape_the_inputs() -> None:
     assert all(s["rows"] < 512 and s["cols"] < 1000 for s in correctness)
     assert any(s["cols"] % 2 for s in correctness)  # awkward ones
     assert not set(map(json.dumps, c["sizes"]["holdout"])) & set(map(json.dumps, correctness))
+
+
+def test_a_derived_value_that_admits_no_smaller_size_stays_as_the_file_has_it() -> None:
+    """Following ``norm_shape = (channels,)`` admits no smaller size (it must equal twice the width);
+    kept at the file's (32,), the width stays and the rest shrinks, and the reference (built the
+    same way, its mode in the task) runs at every correctness size."""
+    c = cfg("coupled_shape")
+    assert c["torch"]["follow"] is False
+    assert all(s["width"] == 16 for s in c["sizes"]["correctness"])
+    assert any(s["channels"] < 32 for s in c["sizes"]["correctness"])
+    assert cfg("derived_shape")["torch"]["follow"] is True
+    task = load_task(c)
+    for sizes in task.correctness_sizes:
+        assert task.expected(np, task.make_inputs(np, sizes, 3), sizes)["out"].shape == (
+            sizes["batch"], sizes["channels"], 32)
 
 
 def test_correctness_sizes_are_run_for_real_not_only_on_the_meta_device() -> None:

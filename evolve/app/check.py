@@ -74,7 +74,8 @@ def check_task(c: Mapping[str, Any], say: Say = print) -> int:
     compiled = seeds(task, hw, problem, say, int(backend.compile_all_up_to), int(backend.compile_sample),
                      _jobs(backend.jobs))
     if not problems:
-        say(f"check: task {task.name} is ready: reference right at {len(task.correctness_sizes)} sizes, "
+        n = len(task.correctness_sizes)
+        say(f"check: task {task.name} is ready: reference right at {n} size{'' if n == 1 else 's'}, "
             f"admitted, {compiled} ({hw.name})")
     return _verdict(task.name, problems, say)
 

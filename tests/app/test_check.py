@@ -226,3 +226,10 @@ def test_evolve_check_is_backend_check(tmp_path: Path, monkeypatch: pytest.Monke
     out = cli("check", "task=vector_add", "hardware=h200")
     assert out.returncode == 0 and "check: task vector_add is ready" in out.stdout, out.stdout + out.stderr
     one_line_error(cli("check", "task=vector_add", "backend=replay"), "evolve check is backend=check")
+
+
+def test_check_counts_one_correctness_size_as_one_size() -> None:
+    cfg = {**read_task_file(OWN / "histogram" / "histogram.yaml"), "seeds": []}
+    cfg["sizes"] = {**cfg["sizes"], "correctness": cfg["sizes"]["correctness"][-1:]}
+    code, lines = check_lines(cfg)
+    assert code == 0 and "reference right at 1 size, admitted" in lines[-1], lines

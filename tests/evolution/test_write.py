@@ -76,3 +76,4 @@ def test_a_pytorch_task_s_write_prompt_gives_the_model_once_and_no_empty_referen
     assert user.count("self.norm = nn.LayerNorm(features)") == 1  # the Model's source, once
     assert "not available" not in user and "## The reference" not in user
     assert "There is no kernel for this task yet" in user
+

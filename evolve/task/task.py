@@ -176,6 +176,8 @@ class Task:
         """Identifies the task definition, so a resumed study can refuse a changed task (its
         folder may move: where it lives is not part of what it is)."""
         what = {k: _given(v) for k, v in self.config.items() if k != "dir" and v not in (None, "", [], {})}
+        if isinstance(what.get("torch"), Mapping):  # a problem file is known by its sha256
+            what["torch"] = {k: v for k, v in what["torch"].items() if k != "file"}
         return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -219,6 +219,18 @@ def test_the_spec_for_the_llm_is_the_source_and_the_task_rebuilds_from_its_confi
     assert again.fingerprint() == load_task(c).fingerprint()
 
 
+def test_a_problem_file_moved_to_another_folder_is_the_same_task(tmp_path: Path) -> None:
+    """A run proposed on one machine and evaluated on another resumes by the task's fingerprint:
+    where the file lives is not part of it, what it holds is."""
+    here = task_config(PROBLEMS / "gelu.py")
+    (tmp_path / "elsewhere").mkdir()
+    moved = tmp_path / "elsewhere" / "gelu.py"
+    moved.write_text((PROBLEMS / "gelu.py").read_text())
+    assert load_task(task_config(moved)).fingerprint() == load_task(here).fingerprint()
+    moved.write_text((PROBLEMS / "gelu.py").read_text() + "\n# changed\n")
+    assert load_task(task_config(moved)).fingerprint() != load_task(here).fingerprint()
+
+
 def test_a_tolerance_even_pytorch_misses_is_reported(tmp_path: Path) -> None:
     text = (PROBLEMS / "linear_relu.py").read_text()
     path = tmp_path / "tight.py"

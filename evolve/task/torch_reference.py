@@ -16,9 +16,12 @@ from evolve.task.torch_problem import TORCH_DTYPES, Instance, Problem
 
 class TorchReference:
     """The Model of a torch task's configuration as its float64 reference (or, ``native=True``, in
-    its own dtypes: the float32 run that the tolerance must admit). Built on the CPU once per size;
-    arrays of another module (CuPy) are copied through the host, so nothing of PyTorch stays on
-    the GPU."""
+    its own dtypes: the float32 run that the tolerance must admit). Built on the CPU once per size.
+    NumPy arrays (``backend=check``) are run on the CPU; CuPy arrays (the worker) on their GPU,
+    where float64 is fast and a multi-gigabyte tensor costs no copy through the host: the Model is
+    moved there for the call and back after it, its outputs copied into CuPy arrays, and PyTorch's
+    cached memory released, so nothing of the reference is in device memory while a candidate
+    runs. Where the GPU's memory does not hold the reference, it runs on the CPU."""
 
     def __init__(self, cfg: Mapping[str, Any]) -> None:
         t = cfg["torch"]
@@ -43,6 +46,11 @@ class TorchReference:
             if not native:
                 model.double()
             self._models = {key: model}  # one size at a time: sizes come in order
+        if xp is not np and not native and torch.cuda.is_available():
+            try:
+                return self._on_gpu(xp, model, x)
+            except torch.cuda.OutOfMemoryError:
+                pass  # the host has more memory: run it there
         host = {k: v if xp is np else xp.asnumpy(v) for k, v in x.items()}
         t = {k: self._tensor(k, np.ascontiguousarray(v), native) for k, v in host.items()}
         model.load_state_dict({key: t[arg] for arg, key in self.state.items()}, strict=True)
@@ -52,9 +60,26 @@ class TorchReference:
                for n, o in zip(self.outputs, outs, strict=True)}
         return res if xp is np else {k: xp.asarray(v) for k, v in res.items()}
 
-    def _tensor(self, arg: str, v: np.ndarray, native: bool) -> torch.Tensor:
+    def _on_gpu(self, xp: Any, model: torch.nn.Module, x: Mapping[str, Any]) -> dict[str, Any]:
+        device = torch.device("cuda", xp.cuda.Device().id)
+        try:
+            t = {k: self._tensor(k, torch.as_tensor(v, device=device), False, copy=True)
+                 for k, v in x.items()}
+            model.to(device)
+            model.load_state_dict({key: t[arg] for arg, key in self.state.items()}, strict=True)
+            outs = Instance(model, {n: t[n] for n in self.inputs}).run()
+            wide = [o.detach().to(torch.float64 if o.is_floating_point() else o.dtype) for o in outs]
+            torch.cuda.synchronize(device)  # PyTorch's stream done before CuPy's copies read it
+            return {n: xp.array(o, copy=True) for n, o in zip(self.outputs, wide, strict=True)}
+        finally:
+            t = outs = wide = None  # released before the cache is emptied
+            model.to("cpu")
+            torch.cuda.empty_cache()
+
+    def _tensor(self, arg: str, v: np.ndarray | torch.Tensor, native: bool, copy: bool = False
+                ) -> torch.Tensor:
         d = dtypes.get(self.dtypes[arg])
-        t = torch.from_numpy(v)
-        if d.kind != "float":
-            return t.to(next(k for k, n in TORCH_DTYPES.items() if n == d.name))
-        return t.to(next(k for k, n in TORCH_DTYPES.items() if n == d.name)) if native else t.double()
+        t = torch.from_numpy(v) if isinstance(v, np.ndarray) else v
+        own = next(k for k, n in TORCH_DTYPES.items() if n == d.name)
+        # copy: a tensor made over a CuPy array shares its memory, and a Model may work in place
+        return t.to(own if d.kind != "float" or native else torch.float64, copy=copy)

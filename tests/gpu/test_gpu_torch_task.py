@@ -1,0 +1,61 @@
+"""A task made from a PyTorch problem file, on the GPU: its reference (the Model in float64) runs on
+the GPU in the worker and leaves nothing in PyTorch's memory; a kernel written for it is judged
+right and a wrong one wrong by the worker; the kernel's ModelNew equals the Model it replaces."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evolve.evaluate.cupy_backend import CupyBackend
+from evolve.evaluate.measurement import Status
+from evolve.task.task import load_task
+from tests.helpers.runs import import_file, write_best
+
+torch = pytest.importorskip("torch")
+cp = pytest.importorskip("cupy")
+
+from evolve.task.torch_task import task_config  # noqa: E402
+
+PROBLEMS = Path(__file__).parents[1] / "torch_problems"
+
+
+def test_the_reference_runs_on_the_gpu_and_releases_its_memory() -> None:
+    task = load_task(task_config(PROBLEMS / "linear_relu.py"))
+    for sizes in (task.correctness_sizes[1], task.timing_sizes[0]):
+        x = task.make_inputs(cp, sizes, 5)
+        torch.cuda.reset_peak_memory_stats()
+        got = task.expected(cp, x, sizes)["out"]
+        assert isinstance(got, cp.ndarray) and got.dtype == cp.float64
+        assert torch.cuda.max_memory_allocated() > 0  # it ran on the GPU ...
+        assert torch.cuda.memory_allocated() == 0 and torch.cuda.memory_reserved() == 0  # ... and left
+        host = task.expected(np, {k: cp.asnumpy(v) for k, v in x.items()}, sizes)["out"]
+        np.testing.assert_allclose(cp.asnumpy(got), host, rtol=1e-10, atol=1e-10)
+
+
+def test_a_kernel_for_a_problem_file_is_judged_and_its_model_new_equals_the_model(tmp_path: Path) -> None:
+    cfg = task_config(PROBLEMS / "row_sum.py")
+    task = load_task({**cfg, "seeds": [str(PROBLEMS / "kernels" / "row_sum.cu")]})
+    (seed,) = task.seeds()
+    backend = CupyBackend({"timeout_s": 120, "timing": {}})
+    try:
+        backend.start(task, None)
+        right = backend.evaluate(seed, {"BLOCK": 128, "WRONG": 0}, task.timing_sizes)
+        assert right.status is Status.OK, right.reason
+        wrong = backend.evaluate(seed, {"BLOCK": 128, "WRONG": 1}, task.timing_sizes)
+        assert wrong.status is Status.WRONG, wrong.reason
+    finally:
+        backend.close()
+    best = import_file(write_best(task, tmp_path / "best", {"BLOCK": 256, "WRONG": 0}), "gpu_best_row_sum")
+    spec = importlib.util.spec_from_file_location("gpu_problem_row_sum", PROBLEMS / "row_sum.py")
+    assert spec is not None and spec.loader is not None
+    problem = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(problem)
+    model = problem.Model(*problem.get_init_inputs()).cuda()
+    new = best.ModelNew(*problem.get_init_inputs()).cuda()
+    for rows, cols in ((1, 1), (3, 1000), (512, 1000), (77, 4099)):
+        x = torch.randn(rows, cols, device="cuda")
+        torch.testing.assert_close(new(x), model(x), atol=1e-4, rtol=1e-5)

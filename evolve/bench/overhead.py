@@ -1,6 +1,8 @@
 """Call overhead: what a user pays per call of the result from PyTorch (best.py's function,
 ``ModelNew``, the registered custom op) beside the torch op it replaces, at a small size (where
-the host's cost is the call's) and a large one.
+the host's cost is the call's) and a large one. ModelNew, a module, is set beside the torch op
+called as a module's forward ("torch module"), and "one launch" is a bare driver launch of the
+kernel's first launch: a plan of several kernels pays one such launch per kernel.
 
 The kernel is the task's first seed at its defaults, written out as an export writes a run
 (best.cu, best.json, best.py): what a call costs on the host does not depend on the tuning.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,8 +26,10 @@ from typing import Any
 from evolve import dtypes
 from evolve.bench.peers import _TORCH, tensors
 from evolve.results.bestpy import best_py, function_name
+from evolve.results.fastcall import launch_ex
 from evolve.task.task import Task, builtin_task, size_label
 
+log = logging.getLogger(__name__)
 REPEATS = 5
 BATCH = 100  # calls between drains: far below the launch queue's depth (about a thousand launches)
 
@@ -51,18 +56,38 @@ def call_overhead(tasks: Sequence[str], sizes: Mapping[str, Sequence[Mapping[str
             ins = [t[a.name] for a in task.inputs]
             named = [t[n] for n in ref.__code__.co_varnames[1:ref.__code__.co_argcount]]
             given = [s[k] for k in best.kernel.size_parameters(task)]
+            in_module = _in_module(torch, ref)
             impls: dict[str, Callable[[], Any]] = {
                 "torch": lambda ref=ref, named=named: ref(torch, *named),
+                "torch module": lambda m=in_module, named=named: m(*named),
                 "best.py": lambda fn=fn, ins=ins: fn(*ins),
                 "ModelNew": lambda model=model, ins=ins: model(*ins),
                 "custom op": lambda op=op, ins=ins, given=given: op(*ins, *given),
             }
+            fn(*ins)  # the shape's launches made, to time one of them bare beside the rest
+            prepared = best.kernel._torch_path.newest()
+            first = prepared.launches[0].args
+            impls["one launch"] = lambda first=first: launch_ex()(*first)
             figures = per_call(impls, calls)
+            launches = len(prepared.launches) + len(prepared.zero)
             for impl, (host, wall) in figures.items():
                 rows.append({"task": name, "size": size_label(s), "implementation": impl, "host_us": host,
                              "wall_us": wall, "over_torch_us": host - figures["torch"][0],
-                             "vs_torch": host / figures["torch"][0]})
+                             "vs_torch": host / figures["torch"][0],
+                             "launches": 1 if impl in ("torch", "torch module", "one launch") else launches})
+            log.info("call overhead %s at %s: %s", name, size_label(s), ", ".join(
+                f"{impl} {host:.1f} µs" for impl, (host, _) in figures.items()))
     return {"rows": rows, "table": table(rows)}
+
+
+def _in_module(torch: Any, ref: Callable[..., Any]) -> Any:
+    """The torch op as the forward of a module: what ModelNew, a module, is compared with."""
+
+    class InModule(torch.nn.Module):
+        def forward(self, *args: Any) -> Any:
+            return ref(torch, *args)
+
+    return InModule()
 
 
 def per_call(impls: Mapping[str, Callable[[], Any]], calls: int, sync: Callable[[], Any] | None = None
@@ -99,10 +124,11 @@ def per_call(impls: Mapping[str, Callable[[], Any]], calls: int, sync: Callable[
 
 
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
-    lines = ["| task | size | implementation | host µs/call | wall µs/call | host µs over torch "
-             "| host vs torch |", "|---|---|---|---:|---:|---:|---:|"]
-    lines += [f"| {r['task']} | {r['size']} | {r['implementation']} | {r['host_us']:.1f} "
-              f"| {r['wall_us']:.1f} | {r['over_torch_us']:+.1f} | {r['vs_torch']:.2f}x |" for r in rows]
+    lines = ["| task | size | implementation | driver calls | host µs/call | wall µs/call "
+             "| host µs over torch | host vs torch |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['task']} | {r['size']} | {r['implementation']} | {r.get('launches', '')} "
+              f"| {r['host_us']:.1f} | {r['wall_us']:.1f} | {r['over_torch_us']:+.1f} "
+              f"| {r['vs_torch']:.2f}x |" for r in rows]
     return "\n".join(lines)
 
 

@@ -115,9 +115,13 @@ class _Prepared:
     zero: list[tuple[int, int]]  # (pointer, bytes) of the scratch zeroed before each call
     context: int
     scratch: list[Any]  # the scratch tensors, held as long as this shape is cached
-    # the outputs to allocate: index, the index of an input of the same shape and dtype (-1: none;
-    # else the output is made by torch.empty_like of it, the cheapest allocation), shape, dtype, device
-    outputs: list[tuple[int, int, tuple[int, ...], Any, Any]]
+    # the outputs to allocate: (index, way, input, shape, dtype), by the cheapest way PyTorch has:
+    # LIKE an input of the output's shape and dtype (torch.empty_like), else NEW from an input of its
+    # dtype (``new_empty(shape)``), else TYPED (``new_empty(shape, dtype=...)`` of the first input)
+    outputs: list[tuple[int, int, int, tuple[int, ...], Any]]
+
+
+LIKE, NEW, TYPED = range(3)
 
 
 class TorchPath:
@@ -134,7 +138,7 @@ class TorchPath:
         self._cache: dict[tuple[Any, ...], _Prepared] = {}
         self._lock = threading.Lock()
         self._current = ctypes.c_void_p()  # cuCtxGetCurrent's answer, written under the lock
-        self._empty, self._empty_like = torch.empty, torch.empty_like
+        self._empty_like = torch.empty_like
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         self._stream = raw or (lambda d: torch.cuda.current_stream(d).cuda_stream)
 
@@ -155,13 +159,17 @@ class TorchPath:
         prepared = self._cache.get(key)
         if prepared is None:
             prepared = self._miss(key, device, values, sizes, refuse)
-        for index, like, shape, dtype, where in prepared.outputs:
-            values[index] = self._empty_like(values[like]) if like >= 0 else \
-                self._empty(shape, dtype=dtype, device=where)
+        for index, way, like, shape, dtype in prepared.outputs:
+            values[index] = self._empty_like(values[like]) if way == LIKE else \
+                values[like].new_empty(shape) if way == NEW else values[like].new_empty(shape, dtype=dtype)
         pointers = [v.data_ptr() for v in values]
         with self._lock:  # the holders are shared: one thread writes and launches at a time
             launch(prepared, pointers, stream, self._current)
         return values
+
+    def newest(self) -> _Prepared:
+        """The launches of the shape prepared last (a bench times one of them bare)."""
+        return next(reversed(self._cache.values()))
 
     def _miss(self, key: tuple[Any, ...], device: int, values: list[Any], sizes: Mapping[str, int],
               refuse: Callable[[list[Any]], None]) -> _Prepared:
@@ -191,10 +199,14 @@ class TorchPath:
         launches = [Launch(int(loaded.functions[c.kernel].ptr), c, Packed(c, slots, fixed), key[0])
                     for c in geo.plan.calls]  # the key's first entry is the stream
         zero = [(fixed[s.name], s.count * dtypes.get(s.dtype).itemsize) for s in geo.plan.scratch if s.zero]
-        where = values[self._first].device
         given = {(tuple(v.shape), v.dtype): i for i, v in enumerate(values) if v is not None}
-        outputs = [(i, given.get((shape, self._dtypes[i]), -1), shape, self._dtypes[i], where)
-                   for i, shape, _ in geo.outputs]
+        typed = {v.dtype: i for i, v in reversed(list(enumerate(values))) if v is not None}
+        outputs = []
+        for i, shape, _ in geo.outputs:
+            dtype = self._dtypes[i]
+            way, like = (LIKE, given[(shape, dtype)]) if (shape, dtype) in given else \
+                (NEW, typed[dtype]) if dtype in typed else (TYPED, self._first)
+            outputs.append((i, way, like, shape, dtype))
         prepared = _Prepared(geo, launches, zero, primary_context(device), scratch, outputs)
         with self._lock:
             if len(self._cache) >= _MAX_CACHED:
@@ -234,12 +246,13 @@ def launch(prepared: _Prepared, pointers: Sequence[int], stream: int, current: c
 
 
 def _enqueue(prepared: _Prepared, pointers: Sequence[int], stream: int) -> None:
-    lib, launch_ex = _driver(), _launch_ex()
+    driver_launch = launch_ex()
     for pointer, nbytes in prepared.zero:
-        check_result(lib.cuMemsetD8Async(pointer, 0, nbytes, stream), "cuMemsetD8Async")
+        check_result(_driver().cuMemsetD8Async(pointer, 0, nbytes, stream), "cuMemsetD8Async")
     for one in prepared.launches:
-        one.packed.write(pointers)
-        if result := launch_ex(*one.args):
+        for holder, index in one.packed.updates:  # Packed.write, inlined: this is the hot loop
+            holder.value = pointers[index]
+        if result := driver_launch(*one.args):
             c = one.call
             check_result(result, f"launching {c.kernel} grid={c.grid} block={c.block}")
 
@@ -259,7 +272,7 @@ def primary_context(device: int) -> int:
 
 
 @functools.cache
-def _launch_ex() -> Any:
+def launch_ex() -> Any:
     """cuLaunchKernelEx without argtypes, from a handle of its own: called with ctypes values made
     once per shape, it converts nothing per call."""
     launch = ctypes.CDLL(_driver()._name).cuLaunchKernelEx

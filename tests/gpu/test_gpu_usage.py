@@ -251,10 +251,15 @@ def test_the_bench_measures_call_overhead_side_by_side(tmp_path: Path) -> None:
 
     res = call_overhead(["softmax", "reduce_sum"], {"softmax": [{"rows": 64, "cols": 1024}],
                                                     "reduce_sum": [{"n": 4096}]}, tmp_path, 200)
-    impls = {(r["task"], r["implementation"]) for r in res["rows"]}
-    assert {i for _, i in impls} == {"torch", "best.py", "ModelNew", "custom op"} and len(impls) == 8
+    rows = {(r["task"], r["implementation"]): r for r in res["rows"]}
+    assert {i for _, i in rows} == {"torch", "torch module", "best.py", "ModelNew", "custom op", "one launch"}
+    assert len(rows) == 12 and rows[("reduce_sum", "best.py")]["launches"] == 2
     assert all(0 < r["host_us"] <= r["wall_us"] * 1.5 for r in res["rows"])
-    assert all(r["vs_torch"] <= BOUND for r in res["rows"] if r["implementation"] in ("best.py", "ModelNew"))
+    for (name, impl), r in rows.items():
+        peer = {"best.py": "torch", "ModelNew": "torch module"}.get(impl)
+        if peer:  # the bound beyond the launches a plan of several kernels makes
+            more = (r["launches"] - 1) * rows[(name, "one launch")]["host_us"]
+            assert r["host_us"] <= BOUND * rows[(name, peer)]["host_us"] + more, res["table"]
 
 
 def test_a_backward_through_model_new_fails_in_one_line(tmp_path: Path) -> None:

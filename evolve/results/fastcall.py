@@ -138,6 +138,9 @@ class TorchPath:
         self._cache: dict[tuple[Any, ...], _Prepared] = {}
         self._lock = threading.Lock()
         self._current = ctypes.c_void_p()  # cuCtxGetCurrent's answer, written under the lock
+        self._current_ref = ctypes.byref(self._current)
+        self._ctx_get: Any = None  # the driver's handles, taken at the first shape: CPU-only use needs none
+        self._launch: Any = None
         self._empty_like = torch.empty_like
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         self._stream = raw or (lambda d: torch.cuda.current_stream(d).cuda_stream)
@@ -164,7 +167,16 @@ class TorchPath:
                 values[like].new_empty(shape) if way == NEW else values[like].new_empty(shape, dtype=dtype)
         pointers = [v.data_ptr() for v in values]
         with self._lock:  # the holders are shared: one thread writes and launches at a time
-            launch(prepared, pointers, stream, self._current)
+            self._ctx_get(self._current_ref)
+            if self._current.value != prepared.context or prepared.zero:
+                launch(prepared, pointers, stream, self._current)  # switch the context, or zero scratch
+                return values
+            for one in prepared.launches:  # _enqueue, inlined for the usual call: this is the hot loop
+                for holder, index in one.packed.updates:
+                    holder.value = pointers[index]
+                if result := self._launch(*one.args):
+                    c = one.call
+                    check_result(result, f"launching {c.kernel} grid={c.grid} block={c.block}")
         return values
 
     def newest(self) -> _Prepared:
@@ -184,6 +196,7 @@ class TorchPath:
     def _prepare(self, key: tuple[Any, ...], device: int, values: Sequence[Any],
                  sizes: Mapping[str, int]) -> _Prepared:
         torch = self._torch
+        self._ctx_get, self._launch = untyped("cuCtxGetCurrent"), launch_ex()
         holder: dict[str, Any] = {}
 
         def plan(bound: dict[str, int]) -> LaunchPlan:
@@ -271,13 +284,19 @@ def primary_context(device: int) -> int:
     return _contexts[device]
 
 
-@functools.cache
 def launch_ex() -> Any:
-    """cuLaunchKernelEx without argtypes, from a handle of its own: called with ctypes values made
-    once per shape, it converts nothing per call."""
-    launch = ctypes.CDLL(_driver()._name).cuLaunchKernelEx
-    launch.restype = ctypes.c_int
-    return launch
+    """cuLaunchKernelEx without argtypes: called with ctypes values made once per shape, it
+    converts nothing per call."""
+    return untyped("cuLaunchKernelEx")
+
+
+@functools.cache
+def untyped(name: str) -> Any:
+    """A driver function from a handle of its own, without argtypes (the evaluator's handle has
+    them): a call with ctypes values converts nothing."""
+    fn = getattr(ctypes.CDLL(_driver()._name), name)
+    fn.restype = ctypes.c_int
+    return fn
 
 
 @functools.cache

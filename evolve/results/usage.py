@@ -128,6 +128,11 @@ class Kernel:
         tensor = _tensor_type()
         if tensor is None or not self._direct or not self._least <= len(args) <= n:
             return None
+        if not kwargs and len(args) == self._least:  # a model's usual call: its inputs, in order
+            for v in args:
+                if type(v) is not tensor and not isinstance(v, tensor):
+                    return None
+            return [*args, *self._unset[self._least:]]
         for v in args:
             if not isinstance(v, tensor):
                 return None

@@ -249,10 +249,10 @@ def fake_driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     fake = ctypes.CDLL(str(lib))
     monkeypatch.setattr(hopper, "libcuda", lambda: fake)
     fastcall._driver.cache_clear()
-    fastcall.launch_ex.cache_clear()
+    fastcall.untyped.cache_clear()
     yield fake
     fastcall._driver.cache_clear()
-    fastcall.launch_ex.cache_clear()
+    fastcall.untyped.cache_clear()
 
 
 def test_a_launch_passes_what_the_plan_says_in_the_module_s_context(fake_driver) -> None:
@@ -282,3 +282,51 @@ def test_a_launch_passes_what_the_plan_says_in_the_module_s_context(fake_driver)
     current = ctypes.c_void_p()
     fake_driver.cuCtxGetCurrent(ctypes.byref(current))
     assert current.value == 0x1000  # the caller's context again
+
+
+class _Tensor:
+    """What the fast path reads of a CUDA tensor, for a test without a GPU."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: object, pointer: int) -> None:
+        self.shape, self.dtype, self._pointer = shape, dtype, pointer
+
+    def get_device(self) -> int:
+        return 0
+
+    def is_contiguous(self) -> bool:
+        return True
+
+    def data_ptr(self) -> int:
+        return self._pointer
+
+
+def test_a_call_on_the_fast_path_launches_with_its_own_pointers_in_the_module_s_context(fake_driver) -> None:
+    """TorchPath's call, the per-shape cache hit included, gives the driver each call's pointers on
+    the current stream in the module's context, whether that context is current (the inlined
+    launch) or not (switched to and back)."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from evolve.results import fastcall
+
+    t = task("vector_add")
+    v = next(s for s in t.seeds() if s.name == "naive")
+    plan = _plan(t, v, v.spec.default)
+    loaded = SimpleNamespace(functions={c.kernel: SimpleNamespace(ptr=0xF00D) for c in plan({"n": 8}).calls})
+    path = fastcall.TorchPath(t, lambda device, sizes: (loaded, plan(sizes)))
+    path._stream = lambda device: 0x5EED
+    seen = (ctypes.c_uint64 * 16).in_dll(fake_driver, "seen")
+    count = ctypes.c_int.in_dll(fake_driver, "launches")
+    current = ctypes.c_void_p()
+    for ctx in (0x2000, 0x1000):  # the primary context current, then another one
+        fake_driver.cuCtxSetCurrent(ctypes.c_void_p(ctx))
+        for base in (0xA000, 0xB000):
+            values = [_Tensor((1000,), torch.float32, base + 0x100 * i) for i in range(len(t.args))]
+            before = count.value
+            assert path(values, {}, lambda values: None) is values
+            assert count.value == before + 1
+            assert seen[0] == 0xF00D and seen[8] == 0x5EED and seen[9] == base and seen[10] == 1000
+            assert seen[12] == 0x2000  # launched in the module's context ...
+            fake_driver.cuCtxGetCurrent(ctypes.byref(current))
+            assert current.value == ctx  # ... and the caller's current again
+    assert len(path._cache) == 1

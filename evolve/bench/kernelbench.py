@@ -52,6 +52,7 @@ class Settings:
     kb_timing: dict[str, int]
     timer: dict[str, Any]
     measure_timeout_s: float
+    evolve: bool  # False: measure each problem's run as it is (evolved elsewhere, e.g. in rounds)
 
     @classmethod
     def from_config(cls, c: Mapping[str, Any]) -> Settings:
@@ -260,9 +261,16 @@ def verdict(p: Problem, s: Settings, outcome: Outcome, measured: dict[str, Any] 
     return rec | {"correct": True}
 
 
-def run_problems(problems: list[Problem], s: Settings, runner: Runner = run_evolve,
+def as_evolved(p: Problem, s: Settings) -> Outcome:
+    """``kernelbench.evolve=false``: the problem's run as it stands (its rounds proposed and
+    evaluated elsewhere); one that exported nothing is reported from its record."""
+    return Outcome(0)
+
+
+def run_problems(problems: list[Problem], s: Settings, runner: Runner | None = None,
                  measurer: Measurer = measure_in_process) -> Iterator[dict[str, Any]]:
     """Each problem's record, in order: a finished one read back, the others run (resumed) now."""
+    runner = runner or (run_evolve if s.evolve else as_evolved)
     results = s.home / "results"
     results.mkdir(parents=True, exist_ok=True)
     for i, p in enumerate(problems, 1):
@@ -271,8 +279,9 @@ def run_problems(problems: list[Problem], s: Settings, runner: Runner = run_evol
             log.info("kernelbench %d/%d %s: finished earlier, kept", i, len(problems), p.name)
             yield json.loads(done.read_text())
             continue
-        log.info("kernelbench %d/%d %s: evolve (%d trials, %d LLM calls)", i, len(problems), p.name,
-                 s.n_trials, s.llm_calls)
+        if s.evolve:
+            log.info("kernelbench %d/%d %s: evolve (%d trials, %d LLM calls)", i, len(problems), p.name,
+                     s.n_trials, s.llm_calls)
         outcome = runner(p, s)
         if outcome.rc == INTERRUPTED:
             raise EvolveError(f"evolve on {p.name} was interrupted; run the bench again to resume it")

@@ -173,6 +173,26 @@ def test_a_second_invocation_skips_finished_problems_and_resumes_the_rest(tmp_pa
     assert [c for c in third.calls] == []  # all finished
 
 
+def test_with_evolve_false_the_runs_are_measured_as_they_stand(tmp_path: Path) -> None:
+    """Runs evolved elsewhere (two-machine rounds): nothing is evolved; a run with a result is
+    measured, one without is reported from its record."""
+    s = settings(tmp_path, evolve=False)
+    problems = kb.find_problems(s.problems, s.levels)[:2]
+    done = kb.run_dir(problems[0], s)
+    done.mkdir(parents=True)
+    (done / "best.json").write_text("{}")
+    measured: list[str] = []
+
+    def measure(p: kb.Problem, _: kb.Settings) -> dict:
+        measured.append(p.name)
+        return {"error": "measured here"}
+
+    recs = list(kb.run_problems(problems, s, measurer=measure))
+    assert measured == [problems[0].name] and recs[0]["reason"] == "measured here"
+    assert recs[1]["stage"] == "search" and recs[1]["reason"] == "evolve made no study"
+    assert not (s.home / "logs").exists()  # no evolve ran
+
+
 def test_the_evolve_command_carries_the_budget_and_the_problem(tmp_path: Path) -> None:
     s = settings(tmp_path, llm="openai", n_trials=40, llm_calls=12, overrides=["llm.model=gpt-5"])
     p = kb.find_problems([str(PROBLEMS / "level1/1_relu.py")], [])[0]

@@ -87,7 +87,7 @@ def _settings(tmp_path: Path) -> kb.Settings:
     return kb.Settings(problems=[str(PROBLEMS)], levels=["level1"], dir=str(tmp_path / "kb"), llm="auto",
                        n_trials=1, llm_calls=1, overrides=[], storage=None, seeds=3, input_sets=2,
                        compile_modes=["max-autotune"], kb_timing={"warmup": 3, "trials": 20}, timer=QUICK,
-                       measure_timeout_s=600)
+                       measure_timeout_s=600, evolve=True)
 
 
 def test_the_section_measures_each_problem_in_its_own_process(tmp_path: Path) -> None:

@@ -28,6 +28,9 @@ from evolve.evaluate.plan import Call, LaunchPlan
 from evolve.task.task import Task, size_label
 
 _MAX_CACHED = 256  # shapes kept per kernel: a model calls it at a handful
+# a launch made outside the module's context: CUDA_ERROR_INVALID_CONTEXT (no context current) and
+# CUDA_ERROR_INVALID_HANDLE (another context's function or stream)
+OUT_OF_CONTEXT = frozenset({201, 400})
 
 
 class Packed:
@@ -138,9 +141,7 @@ class TorchPath:
         self._cache: dict[tuple[Any, ...], _Prepared] = {}
         self._lock = threading.Lock()
         self._current = ctypes.c_void_p()  # cuCtxGetCurrent's answer, written under the lock
-        self._current_ref = ctypes.byref(self._current)
-        self._ctx_get: Any = None  # the driver's handles, taken at the first shape: CPU-only use needs none
-        self._launch: Any = None
+        self._launch: Any = None  # the driver's, taken at the first shape: CPU-only use needs none
         self._empty_like = torch.empty_like
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         self._stream = raw or (lambda d: torch.cuda.current_stream(d).cuda_stream)
@@ -167,14 +168,19 @@ class TorchPath:
                 values[like].new_empty(shape) if way == NEW else values[like].new_empty(shape, dtype=dtype)
         pointers = [v.data_ptr() for v in values]
         with self._lock:  # the holders are shared: one thread writes and launches at a time
-            self._ctx_get(self._current_ref)
-            if self._current.value != prepared.context or prepared.zero:
-                launch(prepared, pointers, stream, self._current)  # switch the context, or zero scratch
+            if prepared.zero:
+                launch(prepared, pointers, stream, self._current)
                 return values
-            for one in prepared.launches:  # _enqueue, inlined for the usual call: this is the hot loop
+            # _enqueue, inlined for the usual call (this is the hot loop), without asking for the
+            # current context first: a launch outside the module's context fails (no context, or
+            # another device's) before anything ran, and is made again in it
+            for i, one in enumerate(prepared.launches):
                 for holder, index in one.packed.updates:
                     holder.value = pointers[index]
                 if result := self._launch(*one.args):
+                    if i == 0 and result in OUT_OF_CONTEXT:
+                        launch(prepared, pointers, stream, self._current)
+                        return values
                     c = one.call
                     check_result(result, f"launching {c.kernel} grid={c.grid} block={c.block}")
         return values
@@ -196,7 +202,7 @@ class TorchPath:
     def _prepare(self, key: tuple[Any, ...], device: int, values: Sequence[Any],
                  sizes: Mapping[str, int]) -> _Prepared:
         torch = self._torch
-        self._ctx_get, self._launch = untyped("cuCtxGetCurrent"), launch_ex()
+        self._launch = launch_ex()
         holder: dict[str, Any] = {}
 
         def plan(bound: dict[str, int]) -> LaunchPlan:
@@ -284,19 +290,13 @@ def primary_context(device: int) -> int:
     return _contexts[device]
 
 
-def launch_ex() -> Any:
-    """cuLaunchKernelEx without argtypes: called with ctypes values made once per shape, it
-    converts nothing per call."""
-    return untyped("cuLaunchKernelEx")
-
-
 @functools.cache
-def untyped(name: str) -> Any:
-    """A driver function from a handle of its own, without argtypes (the evaluator's handle has
-    them): a call with ctypes values converts nothing."""
-    fn = getattr(ctypes.CDLL(_driver()._name), name)
-    fn.restype = ctypes.c_int
-    return fn
+def launch_ex() -> Any:
+    """cuLaunchKernelEx without argtypes, from a handle of its own (the evaluator's has them):
+    called with ctypes values made once per shape, it converts nothing per call."""
+    launch = ctypes.CDLL(_driver()._name).cuLaunchKernelEx
+    launch.restype = ctypes.c_int
+    return launch
 
 
 @functools.cache

@@ -55,6 +55,26 @@ def test_torch_tensors_on_a_side_stream(tmp_path: Path) -> None:
     torch.testing.assert_close(y.double(), want, atol=1e-4, rtol=1e-4)
 
 
+def test_a_call_from_a_thread_where_no_context_is_current(tmp_path: Path) -> None:
+    """The fast path launches without asking for the current context: in a new thread (none is
+    current there) the driver refuses the first launch and it is made again in the module's."""
+    import threading
+
+    torch = pytest.importorskip("torch")
+    best = import_file(write_best(task("layernorm"), tmp_path / "ln"), "gpu_best_ln_thread")
+    x = torch.randn(64, 512, device="cuda")
+    g, b = torch.randn(512, device="cuda"), torch.randn(512, device="cuda")
+    best.layernorm(x, g, b)  # the shape prepared on this thread
+    torch.cuda.synchronize()
+    got: list = []
+    thread = threading.Thread(target=lambda: got.append(best.layernorm(x, g, b)))
+    thread.start()
+    thread.join()
+    torch.cuda.synchronize()
+    want = torch.nn.functional.layer_norm(x.double(), (512,), g.double(), b.double(), eps=1e-5)
+    torch.testing.assert_close(got[0].double(), want, atol=1e-4, rtol=1e-4)
+
+
 def test_bfloat16_tensors(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     t = own("bf16_rmsnorm")

@@ -6,6 +6,7 @@
 uint64_t seen[16];
 int launches;
 static void* ctx = (void*)0x1000;
+void* module_ctx;  /* where set, a launch in another context fails as the driver's does */
 
 /* CUlaunchConfig as the driver's header lays it out (the attributes are not read here) */
 typedef struct {
@@ -16,6 +17,7 @@ typedef struct {
 } Config;
 
 int cuLaunchKernelEx(const Config* c, void* f, void** params, void** extra) {
+    if (module_ctx && ctx != module_ctx) return ctx ? 400 : 201;  /* INVALID_HANDLE, INVALID_CONTEXT */
     uint64_t v[] = {(uint64_t)f, c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1],
                     c->block[2], c->shared, (uint64_t)c->stream, (uint64_t)*(void**)params[0],
                     (uint64_t)*(int*)params[3], (uint64_t)extra};

@@ -79,6 +79,13 @@ def bind(task: Task, shapes: Mapping[str, Sequence[int]], sizes: Mapping[str, in
             if e.text in names and found.setdefault(e.text, int(dim)) != int(dim):
                 raise ValueError(f"{task.name}: {arg.name} has {e.text} = {dim} but another argument "
                                  f"(or the call) says {e.text} = {found[e.text]}")
+    plain = (task.config.get("torch") or {}).get("sizes")
+    if (missing := [n for n in names if n not in found]) and plain and all(k in found for k in plain):
+        # a PyTorch task's derived sizes (a convolution's output extents, model_flops): its problem
+        # file evaluated at these sizes on the meta device, once per shape
+        from evolve.task.torch_sizes import derived_sizes
+
+        found.update(derived_sizes(task.config, found, missing))
     if missing := [n for n in names if n not in found]:
         raise ValueError(f"{task.name}: give {', '.join(f'{n}=...' for n in missing)} (no argument's "
                          "shape says it)")

@@ -120,7 +120,7 @@ def model_class(kernel: Any) -> Any:
                 v = bound.arguments[p.name]
                 if p.size is not None:
                     self.sizes[p.size] = operator.index(v)
-                elif v != p.value:
+                elif _stored(v) != p.value:
                     raise ValueError(f"ModelNew of {task.name} was tuned for {p.name}={p.value!r}, got {v!r}")
             self._slots = []
             for arg_name, key in spec.parameters:
@@ -166,6 +166,12 @@ def model_class(kernel: Any) -> Any:
     ModelNew.__init__.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [P("self", P.POSITIONAL_OR_KEYWORD), *init_signature.parameters.values()])
     return ModelNew
+
+
+def _stored(value: Any) -> Any:
+    """A constructor argument as the task stores it (its configuration is JSON: a tuple, such as
+    ``bias_shape=(128, 1, 1)`` or a ``torch.Size``, is a list there)."""
+    return [_stored(v) for v in value] if isinstance(value, tuple | list) else value
 
 
 def _owner(module: Any, key: str) -> tuple[Any, str]:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from evolve import dtypes
-from evolve.errors import EvolveError
-from evolve.task.torch_problem import TORCH_DTYPES, Instance, Problem
+from evolve.task.torch_problem import TORCH_DTYPES, Instance
+from evolve.task.torch_sizes import problem_of
 
 
 class TorchReference:
@@ -25,9 +24,7 @@ class TorchReference:
 
     def __init__(self, cfg: Mapping[str, Any]) -> None:
         t = cfg["torch"]
-        self.problem = Problem(Path(str(t["file"])), t.get("function"), bool(t.get("follow", True)))
-        if self.problem.sha256 != t["sha256"]:
-            raise EvolveError(f"problem file {self.problem.path} changed since the task was made from it")
+        self.problem = problem_of(cfg)
         self.size_names = list(t["sizes"])
         self.inputs, self.state = list(t["inputs"]), dict(t["state"])
         self.outputs = list(t["outputs"])

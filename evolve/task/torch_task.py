@@ -81,7 +81,7 @@ def _config(p: Problem) -> dict[str, Any]:
             held.append(h)
             points.append((h, found))
     shapes = {_label(s): found for s, found in points}
-    flops = {_label(s): _flops(p, s) for s in (timing, *correctness, *held)}
+    flops = {_label(s): count_flops(p, s) for s in (timing, *correctness, *held)}
     # FLOPs where PyTorch's counter sees them at every size: an einsum lowered to a multiply and a
     # sum at some sizes counts 0 there, and a size of 0 FLOPs is no size
     counted = all(flops.values())
@@ -319,7 +319,8 @@ def _elements(shapes: Shapes) -> int:
     return sum(math.prod(s) for _, s in shapes.values())
 
 
-def _flops(p: Problem, sizes: Mapping[str, int]) -> int:
+def count_flops(p: Problem, sizes: Mapping[str, int]) -> int:
+    """The Model's FLOPs at these sizes, as PyTorch's counter sees them on the meta device."""
     inst = _meta(p, sizes)
     counter = FlopCounterMode(display=False)
     with counter:

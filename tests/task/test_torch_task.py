@@ -28,7 +28,7 @@ from evolve.task.torch_task import task_config  # noqa: E402
 PROBLEMS = Path(__file__).parents[1] / "torch_problems"
 GOOD = ["row_sum", "layer_norm", "gelu", "conv_valid", "linear_relu", "row_max", "cross_entropy",
         "conv_group_norm", "log_ratio", "derived_shape", "conv_transpose", "einsum_4d",
-        "coupled_shape"]
+        "coupled_shape", "bias_shape"]
 
 
 def cfg(name: str, function: str | None = None) -> dict:
@@ -270,6 +270,24 @@ def test_the_readme_section_runs_as_written(tmp_path: Path) -> None:
     assert shown and shown[0] in out.stdout.splitlines()
 
 
+def test_derived_sizes_at_a_shape_never_seen_are_the_model_s(tmp_path: Path) -> None:
+    """best.py at a shape the task was not made at: a convolution's output extents and model_flops
+    come from the problem file evaluated there (on the meta device); before, the call asked for
+    them. A problem file changed since is refused."""
+    from evolve.results.fastcall import bind
+
+    path = tmp_path / "conv.py"
+    path.write_text((PROBLEMS / "conv_valid.py").read_text())
+    t = load_task(task_config(path))
+    got = bind(t, {"x": (2, 3, 20, 17), "conv_weight": (16, 3, 3, 3), "conv_bias": (16,)})
+    out = torch.nn.Conv2d(3, 16, 3)(torch.randn(2, 3, 20, 17))
+    assert (got["out_d2"], got["out_d3"]) == tuple(out.shape[2:])
+    assert got["model_flops"] == 2 * out.numel() * 3 * 3 * 3
+    path.write_text(path.read_text() + "\n# changed\n")
+    with pytest.raises(EvolveError, match="changed since the task was made from it"):
+        bind(t, {"x": (2, 3, 21, 17), "conv_weight": (16, 3, 3, 3), "conv_bias": (16,)})
+
+
 def _stand_in(t) -> str:
     """A kernel of the task's arguments that this test builds a ModelNew around, never launches."""
     params = ", ".join(f"{'const ' if a.role == 'input' else ''}float* {a.name}" for a in t.args)
@@ -279,7 +297,8 @@ def _stand_in(t) -> str:
 
 
 @pytest.mark.parametrize(("name", "signature"), [
-    ("layer_norm", "(features)"), ("conv_group_norm", "(in_channels, out_channels, kernel, groups=6)")])
+    ("layer_norm", "(features)"), ("conv_group_norm", "(in_channels, out_channels, kernel, groups=6)"),
+    ("bias_shape", "(in_features, out_features, bias_shape=[48])")])
 def test_model_new_takes_the_model_s_constructor_arguments_and_its_state_dict(
         tmp_path: Path, name: str, signature: str) -> None:
     """The task made from a problem file says how its arguments stand to the Model, so best.py's

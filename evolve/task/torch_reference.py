@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,6 +12,8 @@ import torch
 from evolve import dtypes
 from evolve.task.torch_problem import TORCH_DTYPES, Instance
 from evolve.task.torch_sizes import problem_of
+
+log = logging.getLogger(__name__)
 
 
 class TorchReference:
@@ -30,6 +33,7 @@ class TorchReference:
         self.outputs = list(t["outputs"])
         self.dtypes = {k: str(a.get("dtype", "float32")) for k, a in cfg["args"].items()}
         self._models: dict[tuple[str, bool], torch.nn.Module] = {}
+        self._said_cpu = False  # the fall-back to the CPU is logged once
 
     def __call__(self, xp: Any, x: Mapping[str, Any], sizes: Mapping[str, int]) -> dict[str, Any]:
         return self.run(xp, x, sizes, native=False)
@@ -46,8 +50,11 @@ class TorchReference:
         if xp is not np and not native and torch.cuda.is_available():
             try:
                 return self._on_gpu(xp, model, x)
-            except torch.cuda.OutOfMemoryError:
-                pass  # the host has more memory: run it there
+            except torch.cuda.OutOfMemoryError:  # the host has more memory: run it there
+                if not self._said_cpu:
+                    log.warning("%s: the float64 reference does not fit in the GPU's memory beside the "
+                                "candidate's buffers; it runs on the CPU (slowly)", self.problem.path.name)
+                    self._said_cpu = True
         host = {k: v if xp is np else xp.asnumpy(v) for k, v in x.items()}
         t = {k: self._tensor(k, np.ascontiguousarray(v), native) for k, v in host.items()}
         model.load_state_dict({key: t[arg] for arg, key in self.state.items()}, strict=True)

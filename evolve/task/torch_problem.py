@@ -265,3 +265,12 @@ class _SizedLoader(importlib.machinery.SourceFileLoader):
                 and len(target.elts) == len(value.elts):
             value.elts = [self._replace([t], v) for t, v in zip(target.elts, value.elts, strict=True)]
         return value
+
+
+def problem_of(cfg: Mapping[str, Any]) -> Problem:
+    """The task's problem file, refused where it changed since the task was made from it."""
+    t = cfg["torch"]
+    problem = Problem(Path(str(t["file"])), t.get("function"), bool(t.get("follow", True)))
+    if problem.sha256 != t["sha256"]:
+        raise EvolveError(f"problem file {problem.path} changed since the task was made from it")
+    return problem

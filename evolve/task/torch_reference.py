@@ -10,8 +10,7 @@ import numpy as np
 import torch
 
 from evolve import dtypes
-from evolve.task.torch_problem import TORCH_DTYPES, Instance
-from evolve.task.torch_sizes import problem_of
+from evolve.task.torch_problem import TORCH_DTYPES, Instance, problem_of
 
 log = logging.getLogger(__name__)
 

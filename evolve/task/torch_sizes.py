@@ -6,21 +6,10 @@ task was made. ``best.py`` needs them for a shape it has not seen (its outputs' 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
-from evolve.errors import EvolveError
-from evolve.task.torch_problem import Problem
+from evolve.task.torch_problem import problem_of
 from evolve.task.torch_task import FLOPS, count_flops
-
-
-def problem_of(cfg: Mapping[str, Any]) -> Problem:
-    """The task's problem file, refused where it changed since the task was made from it."""
-    t = cfg["torch"]
-    problem = Problem(Path(str(t["file"])), t.get("function"), bool(t.get("follow", True)))
-    if problem.sha256 != t["sha256"]:
-        raise EvolveError(f"problem file {problem.path} changed since the task was made from it")
-    return problem
 
 
 def derived_sizes(cfg: Mapping[str, Any], sizes: Mapping[str, int], wanted: Iterable[str]) -> dict[str, int]:

@@ -175,21 +175,10 @@ class TorchPath:
                 values[like].new_empty(shape) if way == NEW else values[like].new_empty(shape, dtype=dtype)
         pointers = [v.data_ptr() for v in values]
         with self._lock:  # the holders are shared: one thread writes and launches at a time
-            if prepared.zero:
+            # without asking for the current context first: a launch outside the module's context
+            # fails (no context, or another device's) before anything ran, and is made again in it
+            if prepared.zero or not _enqueue(prepared, pointers, stream, self._launch, retry=True):
                 launch(prepared, pointers, stream, self._current)
-                return values
-            # _enqueue, inlined for the usual call (this is the hot loop), without asking for the
-            # current context first: a launch outside the module's context fails (no context, or
-            # another device's) before anything ran, and is made again in it
-            for i, one in enumerate(prepared.launches):
-                for holder, index in one.packed.updates:
-                    holder.value = pointers[index]
-                if result := self._launch(*one.args):
-                    if i == 0 and result in OUT_OF_CONTEXT:
-                        launch(prepared, pointers, stream, self._current)
-                        return values
-                    c = one.call
-                    check_result(result, f"launching {c.kernel} grid={c.grid} block={c.block}")
         return values
 
     def newest(self) -> _Prepared:
@@ -271,16 +260,21 @@ def launch(prepared: _Prepared, pointers: Sequence[int], stream: int, current: c
         _enqueue(prepared, pointers, stream)
 
 
-def _enqueue(prepared: _Prepared, pointers: Sequence[int], stream: int) -> None:
-    driver_launch = launch_ex()
+def _enqueue(prepared: _Prepared, pointers: Sequence[int], stream: int, driver_launch: Any = None,
+             retry: bool = False) -> bool:
+    """Zero the scratch and launch; with ``retry``, False where the first launch was refused as
+    made outside the module's context (nothing ran then), for the caller to launch again in it."""
+    driver_launch = driver_launch or launch_ex()
     for pointer, nbytes in prepared.zero:
         check_result(_driver().cuMemsetD8Async(pointer, 0, nbytes, stream), "cuMemsetD8Async")
-    for one in prepared.launches:
-        for holder, index in one.packed.updates:  # Packed.write, inlined: this is the hot loop
-            holder.value = pointers[index]
+    for i, one in enumerate(prepared.launches):
+        one.packed.write(pointers)
         if result := driver_launch(*one.args):
+            if retry and i == 0 and not prepared.zero and result in OUT_OF_CONTEXT:
+                return False
             c = one.call
             check_result(result, f"launching {c.kernel} grid={c.grid} block={c.block}")
+    return True
 
 
 _contexts: dict[int, int] = {}

@@ -157,7 +157,7 @@ class TorchPath:
                  refuse: Callable[[list[Any]], None]) -> list[Any]:
         """Launch on the task's arguments in its order (None: an output to allocate); ``refuse``
         raises the one-line error for arguments that fail the per-call checks."""
-        device = values[self._first].get_device()
+        device = values[self._first].get_device()  # every line below is paid per call
         if device < 0:
             refuse(values)
             raise ValueError(f"{self.task.name}: a tensor on {values[self._first].device} cannot be "
@@ -166,7 +166,9 @@ class TorchPath:
         # what the checks need is in the key: a shape is cached only for right dtypes, devices and
         # contiguity, so a hit has passed them
         key = (stream, *[None if v is None else (v.shape, v.dtype, v.get_device(), v.is_contiguous())
-                         for v in values], *sizes.items())
+                         for v in values])
+        if sizes:
+            key += tuple(sizes.items())
         prepared = self._cache.get(key)
         if prepared is None:
             prepared = self._miss(key, device, values, sizes, refuse)
@@ -253,27 +255,29 @@ def launch(prepared: _Prepared, pointers: Sequence[int], stream: int, current: c
     if before != prepared.context:  # another device's (or no) context is current: switch for the launch
         check_result(lib.cuCtxSetCurrent(prepared.context), "cuCtxSetCurrent")
         try:
-            _enqueue(prepared, pointers, stream)
+            _enqueue(prepared, pointers, stream, launch_ex())
         finally:
             lib.cuCtxSetCurrent(before)
     else:
-        _enqueue(prepared, pointers, stream)
+        _enqueue(prepared, pointers, stream, launch_ex())
 
 
-def _enqueue(prepared: _Prepared, pointers: Sequence[int], stream: int, driver_launch: Any = None,
+def _enqueue(prepared: _Prepared, pointers: Sequence[int], stream: int, driver_launch: Any,
              retry: bool = False) -> bool:
     """Zero the scratch and launch; with ``retry``, False where the first launch was refused as
-    made outside the module's context (nothing ran then), for the caller to launch again in it."""
-    driver_launch = driver_launch or launch_ex()
+    made outside the module's context (nothing ran then), for the caller to launch again in it.
+    Every call pays this loop: it is kept to what a launch needs."""
     for pointer, nbytes in prepared.zero:
         check_result(_driver().cuMemsetD8Async(pointer, 0, nbytes, stream), "cuMemsetD8Async")
-    for i, one in enumerate(prepared.launches):
+    first = True
+    for one in prepared.launches:
         one.packed.write(pointers)
         if result := driver_launch(*one.args):
-            if retry and i == 0 and not prepared.zero and result in OUT_OF_CONTEXT:
+            if retry and first and not prepared.zero and result in OUT_OF_CONTEXT:
                 return False
             c = one.call
             check_result(result, f"launching {c.kernel} grid={c.grid} block={c.block}")
+        first = False
     return True
 
 

@@ -85,6 +85,15 @@ def module_spec(task: Task) -> ModuleSpec:
     return ModuleSpec(tuple(init), forward, parameters)
 
 
+def _records(inputs: tuple[Any, ...]) -> bool:
+    """Whether autograd would record a call on these inputs (a loop: any() of a generator costs
+    more per call)."""
+    for v in inputs:  # noqa: SIM110
+        if getattr(v, "requires_grad", False):
+            return True
+    return False
+
+
 def model_class(kernel: Any) -> Any:
     """The ModelNew class for a ``Kernel`` (``evolve.results.usage``); None where the task's
     module entry is absent and PyTorch is not installed."""
@@ -101,6 +110,8 @@ def model_class(kernel: Any) -> Any:
     given = kernel.size_parameters(task)
     op_inputs = [index[a.name] for a in task.inputs]
     fresh_at = {index[a.name] for a in task.fresh_outputs}
+    n_forward, unset, one = len(forward_at), [None] * n_args, len(returned) == 1
+    is_compiling, grad_enabled = torch.compiler.is_compiling, torch.is_grad_enabled
     P = inspect.Parameter
     init_signature = inspect.Signature([P(p.name, P.POSITIONAL_OR_KEYWORD, **(
         {"default": p.value} if p.size is None else {})) for p in spec.init])
@@ -140,28 +151,34 @@ def model_class(kernel: Any) -> Any:
             self._op = _op(kernel)  # registered here, not while torch.compile traces forward
 
         def forward(self, *inputs: Any) -> Any:
-            if len(inputs) != len(forward_at):
-                raise TypeError(f"ModelNew.forward takes {len(forward_at)} inputs "
+            # per call, only what a launch needs: this path's cost is the module's overhead (issue 26)
+            if len(inputs) != n_forward:
+                raise TypeError(f"ModelNew.forward takes {n_forward} inputs "
                                 f"({', '.join(spec.forward)}), got {len(inputs)}")
-            values: list[Any] = [None] * n_args
-            recorded = False  # whether autograd would record the call
-            grad = torch.is_grad_enabled()
-            for i, v in zip(forward_at, inputs, strict=True):
-                values[i] = v
-                recorded = recorded or (grad and getattr(v, "requires_grad", False))
             # the custom op where the compiler traces (by its fake) or autograd records (its
             # forward-only formula: a backward through the kernel fails instead of losing the gradient)
-            if recorded or torch.compiler.is_compiling():
-                for i, owner, leaf in self._slots:
-                    values[i] = getattr(owner, leaf)
-                made = self._op(*[values[i] for i in op_inputs], *[self.sizes[s] for s in given])
-                fresh = iter(made if isinstance(made, tuple) else () if made is None else (made,))
-                result = tuple(next(fresh) if i in fresh_at else values[i] for i in returned)
-                return result[0] if len(result) == 1 else result
+            if is_compiling() or (grad_enabled() and _records(inputs)):
+                return self._through_op(inputs)
+            values = [*unset]
+            for i, v in zip(forward_at, inputs):  # noqa: B905 (the lengths were checked)
+                values[i] = v
             for i, owner, leaf in self._slots:
                 values[i] = owner._parameters[leaf]
-            values = kernel.launch_torch(values, self._sizes_call)
-            return values[returned[0]] if len(returned) == 1 else tuple(values[i] for i in returned)
+            path = kernel._torch_path  # made by the first call's launch_torch
+            values = path(values, self._sizes_call, kernel._refuse) if path is not None else \
+                kernel.launch_torch(values, self._sizes_call)
+            return values[returned[0]] if one else tuple(values[i] for i in returned)
+
+        def _through_op(self, inputs: tuple[Any, ...]) -> Any:
+            values: list[Any] = [*unset]
+            for i, v in zip(forward_at, inputs, strict=True):
+                values[i] = v
+            for i, owner, leaf in self._slots:
+                values[i] = getattr(owner, leaf)
+            made = self._op(*[values[i] for i in op_inputs], *[self.sizes[s] for s in given])
+            fresh = iter(made if isinstance(made, tuple) else () if made is None else (made,))
+            result = tuple(next(fresh) if i in fresh_at else values[i] for i in returned)
+            return result[0] if len(result) == 1 else result
 
     ModelNew.__init__.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [P("self", P.POSITIONAL_OR_KEYWORD), *init_signature.parameters.values()])

@@ -77,6 +77,8 @@ class TorchReference:
         finally:
             t = outs = wide = None  # released before the cache is emptied
             model.to("cpu")
+            # cuBLAS keeps a workspace per stream in PyTorch's allocator (33 MiB on the H200)
+            getattr(torch._C, "_cuda_clearCublasWorkspaces", lambda: None)()
             torch.cuda.empty_cache()
 
     def _tensor(self, arg: str, v: np.ndarray | torch.Tensor, native: bool, copy: bool = False

@@ -53,9 +53,14 @@ def _is_torch(array: Any) -> bool:
 
 def _tensor_type() -> type | None:
     """``torch.Tensor`` once PyTorch is imported (an argument can be one only then), else None:
-    a CuPy user's call never imports PyTorch."""
-    torch = sys.modules.get("torch")
-    return getattr(torch, "Tensor", None)
+    a CuPy user's call never imports PyTorch. Kept once found: every fast call asks."""
+    global _TENSOR
+    if _TENSOR is None:
+        _TENSOR = getattr(sys.modules.get("torch"), "Tensor", None)
+    return _TENSOR
+
+
+_TENSOR: type | None = None
 
 
 class Kernel:
@@ -82,6 +87,7 @@ class Kernel:
         self._least = 1 + max((i for i, a in enumerate(self.task.args) if a.role != "output"), default=-1)
         self._index = {n: i for i, n in enumerate(self._names)}
         self._unset = [None] * len(self._names)
+        self._tail = self._unset[self._least:]  # the outputs a model's usual call leaves out
         self._one = self._returned[0] if len(self._returned) == 1 else None  # the one array returned
 
     @classmethod
@@ -95,7 +101,8 @@ class Kernel:
         left out and are then allocated) and any sizes no shape says; returns the outputs and
         inouts (one array, or a tuple in the task's order)."""
         if (values := self._direct_values(args, kwargs)) is not None:  # a model's call
-            values = self.launch_torch(values, {})
+            path = self._torch_path  # made by the first call's launch_torch
+            values = path(values, {}, self._refuse) if path is not None else self.launch_torch(values, {})
             if self._one is not None:
                 return values[self._one]
             return tuple(values[i] for i in self._returned)
@@ -124,15 +131,16 @@ class Kernel:
         """The fast path's argument list where the call is PyTorch tensors alone: positionally in
         the task's order, every input among them, outputs also by name (``y=y``); None for any
         other call (sizes, None values, CuPy arrays), which the general handling takes."""
-        n = len(self._names)
-        tensor = _tensor_type()
-        if tensor is None or not self._direct or not self._least <= len(args) <= n:
+        tensor = _TENSOR or _tensor_type()
+        if tensor is None or not self._direct:
             return None
         if not kwargs and len(args) == self._least:  # a model's usual call: its inputs, in order
             for v in args:
                 if type(v) is not tensor and not isinstance(v, tensor):
                     return None
-            return [*args, *self._unset[self._least:]]
+            return [*args, *self._tail]
+        if not self._least <= len(args) <= len(self._names):
+            return None
         for v in args:
             if not isinstance(v, tensor):
                 return None

@@ -55,6 +55,10 @@ def task_config(path: Path, function: str | None = None) -> dict[str, Any]:
             try:  # values the file derives from its sizes, kept as they are, may admit smaller sizes
                 return _config(Problem(path, function, follow=False))
             except NoSmallerSize:
+                pass
+            try:  # sizes tied by a relation: divided together
+                return _config(p, together=True)
+            except NoSmallerSize:
                 raise first from None
     except NotATask as exc:
         raise NotATask(f"{p.path.name}{f':{function}' if function else ''} cannot be a task: {exc}") from None
@@ -64,7 +68,7 @@ class NoSmallerSize(NotATask):
     """No size smaller than the file's own can be built and run."""
 
 
-def _config(p: Problem) -> dict[str, Any]:
+def _config(p: Problem, together: bool = False) -> dict[str, Any]:
     timing = _size_globals(p)
     names = _Names(p, timing)
     points = [(timing, _shapes(p, timing, names))]  # every size evaluated, with its shapes
@@ -73,7 +77,7 @@ def _config(p: Problem) -> dict[str, Any]:
             if (found := _try(p, s := {**timing, k: v}, names)) is not None:
                 points.append((s, found))
                 break
-    correctness = _smaller(p, timing, names, points)
+    correctness = (_scaled if together else _smaller)(p, timing, names, points)
     held: list[dict[str, int]] = []
     for s in correctness:
         h = {k: v + 1 for k, v in s.items()}
@@ -298,6 +302,27 @@ def _smaller(p: Problem, timing: dict[str, int], names: _Names,
     if not out:
         raise NoSmallerSize("it cannot be built or run at any size smaller than the file's own (correctness "
                             "sizes are the file evaluated again with smaller module-level integers)")
+    return out
+
+
+def _scaled(p: Problem, timing: dict[str, int], names: _Names,
+            points: list[tuple[dict[str, int], Shapes]]) -> list[dict[str, int]]:
+    """The sizes over 8 divided together by 2, 4, 8...: what keeps a relation the file's sizes
+    satisfy (a transposed convolution's output width equal to the channels a LayerNorm normalises,
+    as in KernelBench's level 2 problem 34), where no size can shrink alone. Up to two, the
+    largest that fit; none is NoSmallerSize."""
+    out: list[dict[str, int]] = []
+    f = 2
+    while len(out) < 2 and any(v // f > 1 for v in timing.values() if v > 8):
+        s = {k: max(1, v // f) if v > 8 else v for k, v in timing.items()}
+        if (found := _try(p, s, names)) is not None and _elements(found) <= ELEMENTS:
+            out.append(s)
+            points.append((s, found))
+        f *= 2
+    if not out:
+        raise NoSmallerSize("it cannot be built or run at any size smaller than the file's own, each size "
+                            "alone or all together (correctness sizes are the file evaluated again with "
+                            "smaller module-level integers)")
     return out
 
 

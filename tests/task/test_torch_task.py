@@ -119,6 +119,19 @@ def test_a_derived_value_that_admits_no_smaller_size_stays_as_the_file_has_it() 
             sizes["batch"], sizes["channels"], 32)
 
 
+def test_sizes_tied_by_a_relation_shrink_together() -> None:
+    """No size of linked_sizes.py can shrink alone (the LayerNorm after the transposed convolution
+    needs 2 * length == out_channels): that was refused as having no smaller size. Divided together,
+    the relation holds, and the task passes the check at those sizes."""
+    c = cfg("linked_sizes")
+    correctness = c["sizes"]["correctness"]
+    assert len(correctness) == 2
+    for s in correctness:
+        assert 2 * s["length"] == s["out_channels"] < 32 and s["kernel_size"] == 4
+    code, lines = check_lines(c)
+    assert code == 0 and "is ready: reference right at 2 sizes" in lines[-1], lines
+
+
 def test_correctness_sizes_are_run_for_real_not_only_on_the_meta_device() -> None:
     """A transposed convolution whose output is empty at a small input, summed over that dimension
     after it, runs on PyTorch's meta device and raises on real tensors: such sizes were chosen and

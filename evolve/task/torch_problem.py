@@ -274,3 +274,29 @@ def problem_of(cfg: Mapping[str, Any]) -> Problem:
     if problem.sha256 != t["sha256"]:
         raise EvolveError(f"problem file {problem.path} changed since the task was made from it")
     return problem
+
+
+def refuse_unmatchable(p: Problem, sizes: Mapping[str, int]) -> None:
+    """Randomness, state updates, inputs changed in place, data-dependent output shapes: checked
+    by running the Model for real, in float64, at a correctness size."""
+    inst = p.build(sizes, seed=0)
+    inst.model.double()
+    inputs = {k: v.double() if v.is_floating_point() else v for k, v in inst.inputs.items()}
+    inst = Instance(inst.model, inputs)
+    before = {k: v.clone() for k, v in inst.state().items()}
+    given = {k: v.clone() for k, v in inputs.items()}
+    torch.manual_seed(1)
+    first = inst.run()
+    torch.manual_seed(2)
+    second = inst.run()
+    if changed := [k for k, v in inst.state().items() if not torch.equal(v, before[k])]:
+        raise NotATask(f"forward updates the Model's {changed[0]} (a kernel keeps no state between calls)")
+    if changed := [k for k, v in inputs.items() if not torch.equal(v, given[k])]:
+        raise NotATask(f"forward changes its input {changed[0]} in place")
+    if any(a.shape != b.shape or not torch.equal(a, b) for a, b in zip(first, second, strict=True)):
+        raise NotATask("forward is random (training-mode dropout, torch.rand...): the same inputs must give "
+                       "the same outputs")
+    shapes = [tuple(o.shape) for o in p.build(sizes, seed=3).run()]
+    if shapes != [tuple(o.shape) for o in first]:
+        raise NotATask("its output shape depends on the input values (a kernel's outputs have shapes "
+                       "known before it runs)")

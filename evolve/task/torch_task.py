@@ -35,7 +35,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from evolve import dtypes
 from evolve.errors import EvolveError, describe
 from evolve.task.torch_draws import input_init, positive_where_needed, state_init
-from evolve.task.torch_problem import TORCH_DTYPES, Instance, NotATask, Problem
+from evolve.task.torch_problem import TORCH_DTYPES, Instance, NotATask, Problem, refuse_unmatchable
 
 ELEMENTS = 1 << 21  # at most this many elements in all of a correctness size's tensors
 FLOPS = "model_flops"
@@ -89,7 +89,7 @@ def _config(p: Problem, together: bool = False) -> dict[str, Any]:
     # FLOPs where PyTorch's counter sees them at every size: an einsum lowered to a multiply and a
     # sum at some sizes counts 0 there, and a size of 0 FLOPs is no size
     counted = all(flops.values())
-    _refuse_what_no_kernel_can_match(p, correctness[0])
+    refuse_unmatchable(p, correctness[0])
     first = points[0][1]
     biggest = max(correctness, key=lambda s: _elements(shapes[_label(s)]))
     at = timing if _elements(first) <= 1 << 26 else biggest  # parameters' values, not only shapes
@@ -376,32 +376,6 @@ def _dims(arg: str, points: list[tuple[dict[str, int], Shapes]], timing: dict[st
         else:
             out.append(f"_{arg}_d{j}")
     return out
-
-
-def _refuse_what_no_kernel_can_match(p: Problem, sizes: Mapping[str, int]) -> None:
-    """Randomness, state updates, inputs changed in place, data-dependent output shapes: checked
-    by running the Model for real, in float64, at a correctness size."""
-    inst = p.build(sizes, seed=0)
-    inst.model.double()
-    inputs = {k: v.double() if v.is_floating_point() else v for k, v in inst.inputs.items()}
-    inst = Instance(inst.model, inputs)
-    before = {k: v.clone() for k, v in inst.state().items()}
-    given = {k: v.clone() for k, v in inputs.items()}
-    torch.manual_seed(1)
-    first = inst.run()
-    torch.manual_seed(2)
-    second = inst.run()
-    if changed := [k for k, v in inst.state().items() if not torch.equal(v, before[k])]:
-        raise NotATask(f"forward updates the Model's {changed[0]} (a kernel keeps no state between calls)")
-    if changed := [k for k, v in inputs.items() if not torch.equal(v, given[k])]:
-        raise NotATask(f"forward changes its input {changed[0]} in place")
-    if any(a.shape != b.shape or not torch.equal(a, b) for a, b in zip(first, second, strict=True)):
-        raise NotATask("forward is random (training-mode dropout, torch.rand...): the same inputs must give "
-                       "the same outputs")
-    shapes = [tuple(o.shape) for o in p.build(sizes, seed=3).run()]
-    if shapes != [tuple(o.shape) for o in first]:
-        raise NotATask("its output shape depends on the input values (a kernel's outputs have shapes "
-                       "known before it runs)")
 
 
 def _description(p: Problem) -> str:

@@ -1,6 +1,7 @@
 """What a GPU engineer would otherwise use for each built-in task: PyTorch eager (cuBLAS for the
-matrix products), ``torch.compile``, CuPy/cuBLAS and a Triton kernel written for it
-(``evolve.bench.triton_kernels``, autotuned). Each peer is a callable on the benchmark's own buffers
+matrix products), ``torch.compile``, CuPy/cuBLAS, a Triton kernel written for it
+(``evolve.bench.triton_kernels``, autotuned) and, for sgemm and softmax, TVM's default GPU schedule
+(``evolve.bench.tvm_kernels``). Each peer is a callable on the benchmark's own buffers
 (shared with PyTorch through DLPack, bfloat16's bits viewed as bfloat16) that writes or returns
 the output, so it is checked against the task's float64 reference before it is timed. Every side
 computes what the task asks: fp32 stays fp32 (TF32 off in PyTorch and CuPy), and half-precision
@@ -102,6 +103,28 @@ def triton_peers(task: Task, arrays: Mapping[str, Any]) -> dict[str, Peer]:
     t = tensors(task, arrays)
     t["partial"] = torch.empty(triton_kernels.REDUCE_PROGRAMS, dtype=torch.float32, device="cuda")
     return {"Triton": lambda: triton_kernels.launch(task.name, t)}
+
+
+def tvm_peers(task: Task, arrays: Mapping[str, Any]) -> dict[str, Peer]:
+    """"TVM (dlight)": the task's TE definition under dlight's default GPU rules, built for this
+    GPU before any timing. Left out with a warning where TVM is missing or fails to build."""
+    try:
+        from evolve.bench import tvm_kernels
+    except ImportError as exc:
+        log.warning("no TVM peer (%s)", exc)
+        return {}
+    if task.name not in tvm_kernels.TASKS:
+        return {}
+    import tvm
+
+    try:
+        target = tvm.target.Target.from_device("cuda")
+        func = tvm_kernels.definition(task.name, {name: a.shape for name, a in arrays.items()})
+        return {"TVM (dlight)": tvm_kernels.launcher(tvm_kernels.dlight(func, target), target, task.name,
+                                                     arrays)}
+    except Exception as exc:  # no CUDA runtime, NVRTC or headers: say so, go on
+        log.warning("TVM failed on %s: %s", task.name, (str(exc).strip().splitlines() or [repr(exc)])[0])
+        return {}
 
 
 def cupy_peers(task: Task, arrays: Mapping[str, Any]) -> dict[str, Peer]:

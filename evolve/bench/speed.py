@@ -18,7 +18,7 @@ import numpy as np
 import optuna
 
 from evolve import dtypes
-from evolve.bench.peers import cupy_peers, torch_peers, triton_peers
+from evolve.bench.peers import cupy_peers, torch_peers, triton_peers, tvm_peers
 from evolve.bench.throughput import throughput
 from evolve.bench.timer import TimerSettings, time_side_by_side
 from evolve.errors import EvolveError
@@ -82,7 +82,7 @@ def side_by_side(task: Task, hw: Hardware, best: dict[str, Any], compile_modes: 
     for name, (kind, source, tunables) in (extra or {}).items():
         impls[name] = (kind, ev.launcher(source, tunables, sizes, arrays))
     peers = {**torch_peers(task, arrays, compile_modes), **triton_peers(task, arrays),
-             **cupy_peers(task, arrays)}
+             **tvm_peers(task, arrays), **cupy_peers(task, arrays)}
     impls |= {name: ("peer", fn) for name, fn in peers.items()}
 
     rows, timed = [], {}

@@ -31,8 +31,9 @@ def _no_gradient() -> Any:
     return made
 
 
-def forward_only(op: Any, name: str) -> None:
-    """Give the functional custom op ``op`` (named ``name`` in errors) the formula above."""
+def forward_only(qualname: str, lib: Any = None) -> None:
+    """Give the functional custom op ``qualname`` (``namespace::name``; defined in ``lib``, a
+    ``torch.library.Library``, or by ``torch.library.custom_op``) the formula above."""
     import torch
 
     no_gradient = _no_gradient()
@@ -44,6 +45,6 @@ def forward_only(op: Any, name: str) -> None:
         grad = next((g for g in grads if isinstance(g, torch.Tensor)), None)
         if grad is None:  # no output took part in the loss
             return (None,) * len(ctx.like)
-        return tuple(None if like is None else no_gradient(grad, name, *like) for like in ctx.like)
+        return tuple(None if like is None else no_gradient(grad, qualname, *like) for like in ctx.like)
 
-    op.register_autograd(backward, setup_context=setup_context)
+    torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=lib)

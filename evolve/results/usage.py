@@ -251,10 +251,13 @@ class Kernel:
             raise RuntimeError(f"{self.path} cannot be loaded: {exc.reason}") from None
 
     def torch_op(self, namespace: str = "cuda_evolve", name: str | None = None) -> Any:
-        """Register the kernel as the PyTorch custom op ``torch.ops.<namespace>.<name>``
-        (``torch.library.custom_op``): its inputs are tensors, inouts are updated in place,
-        outputs are returned; a fake implementation gives ``torch.compile`` their shapes, so a
-        compiled graph holds it without a break. Returns the op."""
+        """Register the kernel as the PyTorch custom op ``torch.ops.<namespace>.<name>``: its
+        inputs are tensors, inouts are updated in place, outputs are returned; a fake
+        implementation gives ``torch.compile`` their shapes, so a compiled graph holds it without
+        a break. Defined through ``torch.library.Library`` with the launch as its CUDA kernel, not
+        ``torch.library.custom_op``, whose Python wrapper costs about 10 µs a call more (16.4
+        against 5.7 µs per call of an op doing nothing, fake and autograd formula registered, on
+        the CPU). Returns the op."""
         import torch
 
         name = name or function_name(self.task)
@@ -281,12 +284,14 @@ class Kernel:
             return None if not made else made[0] if len(made) == 1 else tuple(made)
 
         schema, mutated = op_schema(self.task, given)
-        op = torch.library.custom_op(f"{namespace}::{name}", real, mutates_args=mutated, device_types="cuda",
-                                     schema=schema)
-        op.register_fake(fake)
+        lib = torch.library.Library(namespace, "FRAGMENT")
+        lib.define(f"{name}{schema}")
+        lib.impl(name, real, "CUDA")
+        qualname = f"{namespace}::{name}"
+        torch.library.register_fake(qualname, fake, lib=lib)
         if not mutated:  # PyTorch gives autograd formulas to functional ops only
-            forward_only(op, f"{namespace}::{name}")
-        self._torch_libs.append(op)
+            forward_only(qualname, lib)
+        self._torch_libs.append(lib)
         self._ops[namespace, name] = getattr(getattr(torch.ops, namespace), name)
         return self._ops[namespace, name]
 

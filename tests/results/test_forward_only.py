@@ -22,7 +22,7 @@ def _op(with_formula: bool):
                                  schema="(Tensor x, int k) -> Tensor", device_types="cpu")
     op.register_fake(lambda x, k: torch.empty_like(x))
     if with_formula:
-        forward_only(op, name)
+        forward_only(name)
     return op
 
 

@@ -8,7 +8,7 @@ dtypes, devices and contiguity are checked first; best.cu (which compiles on its
 once with NVRTC for the GPU at hand and cached on disk, and loaded once per GPU. PyTorch tensors
 are launched by pointer with the geometry cached per shape (:mod:`evolve.results.fastcall`); CuPy
 arrays (and plans with tensor maps) through ``Loaded``, tensors reaching CuPy through DLPack.
-``Kernel.torch_op`` registers a ``torch.library`` custom op (with a fake implementation, so that
+``Kernel.torch_op`` registers a custom op (:mod:`evolve.results.customop`: a fake implementation, so that
 ``torch.compile`` traces it without a graph break); ``Kernel.model_new`` makes ``ModelNew``
 (:mod:`evolve.results.modelnew`).
 """
@@ -29,9 +29,8 @@ from evolve.errors import EvolveError
 from evolve.evaluate.plan import LaunchPlan, make_plan
 from evolve.hardware import Hardware
 from evolve.kernel.spec import Variant
-from evolve.results.bestpy import function_name, op_schema, plain_name
+from evolve.results.bestpy import function_name, plain_name
 from evolve.results.fastcall import bind
-from evolve.results.forward_only import forward_only
 from evolve.task.task import Arg, Task, load_task, size_label
 
 
@@ -251,48 +250,15 @@ class Kernel:
             raise RuntimeError(f"{self.path} cannot be loaded: {exc.reason}") from None
 
     def torch_op(self, namespace: str = "cuda_evolve", name: str | None = None) -> Any:
-        """Register the kernel as the PyTorch custom op ``torch.ops.<namespace>.<name>``: its
-        inputs are tensors, inouts are updated in place, outputs are returned; a fake
-        implementation gives ``torch.compile`` their shapes, so a compiled graph holds it without
-        a break. Defined through ``torch.library.Library`` with the launch as its CUDA kernel, not
-        ``torch.library.custom_op``, whose Python wrapper costs about 10 µs a call more (16.4
-        against 5.7 µs per call of an op doing nothing, fake and autograd formula registered, on
-        the CPU). Returns the op."""
-        import torch
+        """Register the kernel as the PyTorch custom op ``torch.ops.<namespace>.<name>``
+        (:mod:`evolve.results.customop`), once per name; returns the op."""
+        from evolve.results.customop import register
 
         name = name or function_name(self.task)
-        if (namespace, name) in self._ops:
-            return self._ops[namespace, name]
-        given = self.size_parameters(self.task)
-        where = {a.name: i for i, a in enumerate(self.task.args)}
-        inputs = [where[a.name] for a in self.task.inputs]
-        outs = [where[a.name] for a in self.task.fresh_outputs]
-        n = len(self.task.args)
-
-        def real(*values: Any) -> Any:
-            full: list[Any] = [None] * n
-            for i, v in zip(inputs, values, strict=False):
-                full[i] = v
-            made = self.launch_torch(full, dict(zip(given, values[len(inputs):], strict=True)))
-            return None if not outs else made[outs[0]] if len(outs) == 1 else tuple(made[i] for i in outs)
-
-        def fake(*values: Any) -> Any:
-            shapes = {self.task.args[i].name: tuple(v.shape) for i, v in zip(inputs, values, strict=False)}
-            bound = bind(self.task, shapes, dict(zip(given, values[len(inputs):], strict=True)))
-            made = [values[0].new_empty(self.task.shape(self.task.args[i], bound),
-                                        dtype=getattr(torch, self.task.args[i].dtype)) for i in outs]
-            return None if not made else made[0] if len(made) == 1 else tuple(made)
-
-        schema, mutated = op_schema(self.task, given)
-        lib = torch.library.Library(namespace, "FRAGMENT")
-        lib.define(f"{name}{schema}")
-        lib.impl(name, real, "CUDA")
-        qualname = f"{namespace}::{name}"
-        torch.library.register_fake(qualname, fake, lib=lib)
-        if not mutated:  # PyTorch gives autograd formulas to functional ops only
-            forward_only(qualname, lib)
-        self._torch_libs.append(lib)
-        self._ops[namespace, name] = getattr(getattr(torch.ops, namespace), name)
+        if (namespace, name) not in self._ops:
+            op, lib = register(self, namespace, name)
+            self._torch_libs.append(lib)  # a registration lives as long as its Library object
+            self._ops[namespace, name] = op
         return self._ops[namespace, name]
 
     def signature(self) -> inspect.Signature:

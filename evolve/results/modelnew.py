@@ -164,9 +164,7 @@ def model_class(kernel: Any) -> Any:
                 values[i] = v
             for i, owner, leaf in self._slots:
                 values[i] = owner._parameters[leaf]
-            path = kernel._torch_path  # made by the first call's launch_torch
-            values = path(values, self._sizes_call, kernel._refuse) if path is not None else \
-                kernel.launch_torch(values, self._sizes_call)
+            values = kernel.launch_torch(values, self._sizes_call)
             return values[returned[0]] if one else tuple(values[i] for i in returned)
 
         def _through_op(self, inputs: tuple[Any, ...]) -> Any:

@@ -4,7 +4,7 @@ OpenAI-protocol server on loopback puts the parent's profile into the prompt."""
 
 from __future__ import annotations
 
-import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,7 @@ from evolve.paths import CONF_DIR, KERNELS_DIR
 from evolve.search import profiler
 from tests.helpers.llm import llm_args
 from tests.helpers.openai_server import OpenAIServer, Reply, kernel_answer
-from tests.helpers.runs import study
+from tests.helpers.runs import gone, marked, study
 from tests.helpers.tasks import task
 
 
@@ -69,7 +69,11 @@ extern "C" __global__ void spin_forever(const float* a, const float* b, float* c
 """
 
 
-def test_a_profile_past_its_time_limit_is_stopped_with_its_process() -> None:
+def test_a_profile_past_its_time_limit_is_stopped_with_its_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only this test's processes are looked for (marked in their environment): under ``-n 8`` the
+    killed-search test profiles a kernel that never ends at the same time."""
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv("EVOLVE_TEST_MARK", mark)
     t = task("vector_add")
     seed = next(v for v in t.seeds() if v.name == "naive")
     b = CupyBackend({"timeout_s": 120, "timing": {}, "profile_timeout_s": 20})
@@ -77,9 +81,9 @@ def test_a_profile_past_its_time_limit_is_stopped_with_its_process() -> None:
         b.start(t, None)
         p = b.profile(Variant.parse(SPIN), {}, t.timing_sizes[0])
         assert p is not None and "took longer than 20 s" in p["error"], p
-        left = subprocess.run(["pgrep", "-f", "evolve.evaluate.gpu.profiling"], capture_output=True,
-                              text=True)
-        assert left.stdout.strip() == "", "the profiled process outlived its time limit"
+        mine = marked("EVOLVE_TEST_MARK", mark, "evolve.evaluate.gpu.profiling")
+        left = [pid for pid in mine if not gone(pid, 5)]
+        assert not left, f"the profiled process outlived its time limit: {left}"
         assert b.evaluate(seed, seed.spec.default, t.timing_sizes[:1]).ok
     finally:
         b.close()

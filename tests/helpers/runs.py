@@ -26,6 +26,20 @@ from evolve.results.bestpy import best_py
 from evolve.task.task import Task
 
 
+def marked(name: str, value: str, command: str) -> list[int]:
+    """The processes whose environment has ``name=value`` and whose command line holds
+    ``command``: a test's own descendants, reparented or not, and none of a parallel test's."""
+    want, found = f"{name}={value}".encode(), []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and want in (proc / "environ").read_bytes().split(b"\0") and \
+                    command.encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:  # ended while read, or not ours to read
+            continue
+    return found
+
+
 def gone(pid: int, within_s: float) -> bool:
     """The process ended within ``within_s``: no longer there, or a zombie (dead, waiting to be
     reaped by a parent that may be a container's init which never reaps)."""

@@ -39,7 +39,7 @@ from typing import Any
 from evolve.dtypes import ITEMSIZE
 from evolve.errors import SpecError
 from evolve.expr import Expr
-from evolve.kernel.spec_yaml import load_yaml, rejoined, rejoined_mapping
+from evolve.kernel.spec_yaml import load_yaml, rejoined, rejoined_mapping, unquoted_list
 from evolve.kernel.tensor_maps import TensorMapDecl, declare
 
 MAX_SOURCE_CHARS = 100_000
@@ -263,6 +263,7 @@ def _ident(name: Any, what: str) -> str:
 
 
 def _exprs(v: Any, where: str) -> tuple[Expr, ...]:
+    v = unquoted_list(v)
     items = rejoined(v) if isinstance(v, list) else [v]
     if not 1 <= len(items) <= 3 or any(isinstance(i, bool | dict | list) or i is None for i in items):
         raise SpecError(f"{where} must be an expression or a list of 1 to 3 expressions")

@@ -4,7 +4,9 @@ collections as their author meant them.
 YAML splits a flow list or mapping at every comma, the ones inside a call too: ``[ceil_div(n, B),
 rows]`` reads as ``['ceil_div(n', 'B)', 'rows']``, and all four of a real model's answers for one
 KernelBench problem were refused for it. An item whose parentheses do not close cannot be an
-expression, so it is joined with the items after it until they do.
+expression, so it is joined with the items after it until they do. A list quoted whole
+(``grid: "[ceil_div(m, BM), ceil_div(n, BN)]"``, one of a real model's ten answers for another)
+is the same list: no expression is a list.
 """
 
 from __future__ import annotations
@@ -72,6 +74,18 @@ def rejoined(items: Any) -> Any:
         else:
             out.append(item)
     return out if open_text is None else [*out, open_text]
+
+
+def unquoted_list(v: Any) -> Any:
+    """A string that is a whole bracketed list, ``"[ceil_div(m, BM), n]"``, as that list (its items
+    rejoined as above); anything else as it is."""
+    if not isinstance(v, str):
+        return v
+    text = v.strip()
+    if len(text) < 2 or text[0] != "[" or text[-1] != "]" or _depth(text[1:-1]) != 0:
+        return v
+    inner = text[1:-1].strip()
+    return rejoined([item.strip() for item in inner.split(",")]) if inner else []
 
 
 def rejoined_mapping(d: dict[Any, Any]) -> dict[Any, Any]:

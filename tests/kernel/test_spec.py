@@ -116,3 +116,19 @@ restrictions: [min(BLOCK, 96) >= 64]
     assert [r.text for r in spec.restrictions] == ["min(BLOCK, 96) >= 64"]
     with pytest.raises(SpecError, match="cannot parse expression"):
         parse_spec(GOOD.replace("grid: ceil_div(n, BLOCK * UNROLL)", "grid: [ceil_div(n, BLOCK]"))
+
+
+def test_a_list_quoted_whole_is_that_list() -> None:
+    """``grid: "[ceil_div(n, B), 2]"`` (a real model's answer to a KernelBench GEMM problem) was
+    refused as "List is not allowed": no expression is a list, so a string that is one whole
+    bracketed list reads as the list. A quoted expression stays one expression."""
+    quoted = GOOD.replace("grid: ceil_div(n, BLOCK * UNROLL)",
+                          'grid: "[ceil_div(n, BLOCK * UNROLL), min(2, n)]"')
+    k = parse_spec(quoted).launches[0]
+    assert [e.text for e in k.grid] == ["ceil_div(n, BLOCK * UNROLL)", "min(2, n)"]
+    one = GOOD.replace("grid: ceil_div(n, BLOCK * UNROLL)", 'grid: "ceil_div(n, BLOCK * UNROLL)"')
+    assert [e.text for e in parse_spec(one).launches[0].grid] == ["ceil_div(n, BLOCK * UNROLL)"]
+    with pytest.raises(SpecError, match="1 to 3 expressions"):
+        parse_spec(GOOD.replace("grid: ceil_div(n, BLOCK * UNROLL)", 'grid: "[1, 2, 3, 4]"'))
+    with pytest.raises(SpecError, match="1 to 3 expressions"):
+        parse_spec(GOOD.replace("grid: ceil_div(n, BLOCK * UNROLL)", 'grid: "[]"'))

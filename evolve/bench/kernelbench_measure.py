@@ -68,20 +68,55 @@ def load_model_new(run_dir: Path) -> type:
     return cls
 
 
-def draw_inputs(problem: ModuleType, seed: int, device: str) -> list[Any]:
+def draw_inputs(problem: ModuleType, seed: int, device: str, positive: frozenset[int] = frozenset()
+                ) -> list[Any]:
     """``get_inputs()`` under ``seed`` (integer tensors, such as class targets, are kept as it draws
-    them), every floating-point tensor replaced by a signed standard normal of its shape and dtype."""
+    them), every floating-point tensor replaced by a signed standard normal of its shape and dtype,
+    or, for the inputs in ``positive``, a uniform draw over the range of the file's own tensor."""
     import torch
 
     torch.manual_seed(seed)
     gen = torch.Generator(device=device).manual_seed(seed)
     out = []
-    for x in problem.get_inputs():
-        if isinstance(x, torch.Tensor):
+    for i, x in enumerate(problem.get_inputs()):
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and i in positive:
+            x = torch.empty(x.shape, device=device, dtype=x.dtype).uniform_(
+                float(x.min()), float(x.max()), generator=gen)
+        elif isinstance(x, torch.Tensor):
             x = (torch.randn(x.shape, generator=gen, device=device, dtype=x.dtype) if x.is_floating_point()
                  else x.to(device))
         out.append(x)
     return out
+
+
+def positive_inputs(problem: ModuleType) -> frozenset[int]:
+    """The floating-point inputs positive in the file's own draw: where signed normal inputs make
+    the Model NaN (a log, a square root, probabilities), these are drawn over that range instead,
+    as a task made from the file draws them (:mod:`evolve.task.torch_draws`)."""
+    import torch
+
+    torch.manual_seed(0)
+    return frozenset(i for i, x in enumerate(problem.get_inputs()) if isinstance(x, torch.Tensor)
+                     and x.is_floating_point() and x.numel() and float(x.min()) > 0)
+
+
+def checked_inputs(problem: ModuleType, model: Any, seeds: int, device: str
+                   ) -> tuple[list[list[Any]], list[list[tuple[Any, Any]]]]:
+    """The input sets every implementation is checked on, and the float64 Model's outputs on them
+    (with their dtypes): signed normal, or positive where that makes the reference NaN."""
+    sets = [draw_inputs(problem, 1000 + k, device) for k in range(seeds)]
+    reference = Reference(model, [o.dtype for o in tensors(model(*sets[0]))])
+    refs = [reference(xs) for xs in sets]
+    if not _finite(refs) and (positive := positive_inputs(problem)):
+        sets = [draw_inputs(problem, 1000 + k, device, positive) for k in range(seeds)]
+        refs = [reference(xs) for xs in sets]
+    return sets, refs
+
+
+def _finite(refs: Sequence[Sequence[tuple[Any, Any]]]) -> bool:
+    import torch
+
+    return all(bool(torch.isfinite(r).all()) for ref in refs for r, _ in ref)
 
 
 def in_float64(xs: Sequence[Any]) -> list[Any]:
@@ -292,10 +327,7 @@ def measure(problem_file: Path, run_dir: Path, req: dict[str, Any]) -> dict[str,
         model, impls, failed = implementations(problem, model_new, req["compile_modes"], device)
         if load_error:
             failed[MODEL_NEW] = load_error
-        sets = [draw_inputs(problem, 1000 + k, device) for k in range(int(req["seeds"]))]
-        reference = Reference(model, [o.dtype for o in tensors(model(*sets[0]))])
-        refs = [reference(xs) for xs in sets]
-        del reference
+        sets, refs = checked_inputs(problem, model, int(req["seeds"]), device)
         wrong, raised = check_all(impls, sets, refs)
         failed |= wrong
         # nothing is timed beside a wrong ModelNew; a baseline is timed (it is what a user has)

@@ -7,6 +7,7 @@ entry (written by whoever makes the task; absent, ModelNew takes no constructor 
     module:
       init:                                 # Model.__init__'s parameters, in order
         - {name: features, size: cols}      # shapes the parameters: any value, it is that size
+        - {name: shape, size: [rows, cols]} # a tuple of sizes (nn.LayerNorm's normalized_shape)
         - {name: eps, value: 1.0e-5}        # frozen into the kernel: this value (the default) only
       forward: [x]                          # Model.forward's parameters: task inputs, in order
       parameters: {gamma: weight, beta: bias}   # task input: the Model's state_dict key
@@ -43,7 +44,8 @@ _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 @dataclass(frozen=True)
 class InitParam:
     name: str
-    size: str | None  # the size this argument gives, or None: a value frozen into the kernel
+    size: str | tuple[str, ...] | None  # the size (or tuple of sizes) this argument gives, or
+    # None: a value frozen into the kernel
     value: Any = None
 
 
@@ -68,10 +70,14 @@ def module_spec(task: Task) -> ModuleSpec:
                 "size" in p) == ("value" in p) or set(p) - {"name", "size", "value"}:
             raise ValueError(f"task {task.name}: module.init entries are {{name, size}} or {{name, value}}, "
                              f"got {p!r}")
-        if "size" in p and p["size"] not in task.correctness_sizes[0]:
+        size = p.get("size")
+        if isinstance(size, list | tuple):
+            size = tuple(size)
+        if "size" in p and (not size or any(s not in task.correctness_sizes[0]
+                                            for s in (size if isinstance(size, tuple) else (size,)))):
             raise ValueError(f"task {task.name}: module.init {p['name']} gives size {p['size']!r}, not one "
                              f"of {', '.join(task.correctness_sizes[0])}")
-        init.append(InitParam(str(p["name"]), p.get("size"), p.get("value")))
+        init.append(InitParam(str(p["name"]), size, p.get("value")))
     forward = tuple(str(n) for n in raw.get("forward", inputs))
     parameters = tuple((str(k), str(v)) for k, v in (raw.get("parameters") or {}).items())
     named = [*forward, *(k for k, _ in parameters)]
@@ -129,7 +135,9 @@ def model_class(kernel: Any) -> Any:
             self.sizes: dict[str, int] = {}
             for p in spec.init:
                 v = bound.arguments[p.name]
-                if p.size is not None:
+                if isinstance(p.size, tuple):
+                    self.sizes.update(_sizes_of(task.name, p, v))
+                elif p.size is not None:
                     self.sizes[p.size] = operator.index(v)
                 elif _stored(v) != p.value:
                     raise ValueError(f"ModelNew of {task.name} was tuned for {p.name}={p.value!r}, got {v!r}")
@@ -181,6 +189,15 @@ def model_class(kernel: Any) -> Any:
     ModelNew.__init__.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [P("self", P.POSITIONAL_OR_KEYWORD), *init_signature.parameters.values()])
     return ModelNew
+
+
+def _sizes_of(task_name: str, p: InitParam, value: Any) -> dict[str, int]:
+    """The sizes a tuple argument gives (``normalized_shape=(64, 256)``), one per element."""
+    names = p.size if isinstance(p.size, tuple) else ()
+    if not isinstance(value, tuple | list) or len(value) != len(names):
+        raise ValueError(f"ModelNew of {task_name}: {p.name} must be a tuple of {len(names)} integers "
+                         f"({', '.join(names)}), got {value!r}")
+    return {n: operator.index(v) for n, v in zip(names, value, strict=True)}
 
 
 def _stored(value: Any) -> Any:

@@ -154,15 +154,27 @@ def _module(p: Problem, timing: dict[str, int], points: list[tuple[dict[str, int
     elsewhere = [(s, p.init_inputs(s)) for s, _ in points[1:]]
     init: list[dict[str, Any]] = []
     for i, (name, v) in enumerate(zip(p.init_names(len(given)), given, strict=True)):
-        size = next((k for k, tv in timing.items() if type(v) is int and v == tv and elsewhere
-                     and all(len(vs) == len(given) and vs[i] == s[k] for s, vs in elsewhere)), None)
+        at = [(s, vs[i]) for s, vs in elsewhere if len(vs) == len(given)]
+        size = _size_given(v, timing, at) if len(at) == len(elsewhere) else None
+        sizes = ([_size_given(x, timing, [(s, w[j]) for s, w in at]) for j, x in enumerate(v)]
+                 if isinstance(v, tuple | list) and v and len(at) == len(elsewhere)
+                 and all(isinstance(w, tuple | list) and len(w) == len(v) for _, w in at) else [None])
         if size is not None:
             init.append({"name": name, "size": size})
+        elif None not in sizes:  # a tuple of sizes (normalized_shape=(features, dim1, dim2))
+            init.append({"name": name, "size": sizes})
         elif _plain(v):
             init.append({"name": name, "value": list(v) if isinstance(v, tuple) else v})
         else:  # a ModelNew cannot be made with it: it takes no constructor arguments then
             return {"forward": list(names.inputs), "parameters": dict(names.state)}
     return {"init": init, "forward": list(names.inputs), "parameters": dict(names.state)}
+
+
+def _size_given(v: Any, timing: Mapping[str, int], elsewhere: list[tuple[dict[str, int], Any]]) -> str | None:
+    """The size an integer constructor argument gives: equal to it at the timing size and wherever
+    else the file is evaluated."""
+    return next((k for k, tv in timing.items() if type(v) is int and v == tv and elsewhere
+                 and all(w == s[k] for s, w in elsewhere)), None)
 
 
 def _plain(v: Any) -> bool:

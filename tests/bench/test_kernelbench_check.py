@@ -32,9 +32,7 @@ def judged(problem: Path, run: Path, seeds: int = 3) -> tuple[dict[str, str], li
     mod = km.load_problem(problem)
     with torch.no_grad():
         model, impls, failed = km.implementations(mod, km.load_model_new(run), [], "cpu")
-        sets = [km.draw_inputs(mod, 1000 + k, "cpu") for k in range(seeds)]
-        ref = km.Reference(model, [o.dtype for o in km.tensors(model(*sets[0]))])
-        refs = [ref(xs) for xs in sets]
+        sets, refs = km.checked_inputs(mod, model, seeds, "cpu")
         wrong, _ = km.check_all(impls, sets, refs)
     return failed | wrong, sets, refs
 
@@ -45,6 +43,23 @@ def test_inputs_are_fresh_signed_normals_of_the_files_shapes() -> None:
     assert a.shape == (8, 1000) and a.dtype == torch.float32
     assert bool((a < 0).any()) and abs(float(a.mean())) < 0.1 and 0.9 < float(a.std()) < 1.1
     assert torch.equal(a, again) and not torch.equal(a, b)
+
+
+def test_inputs_a_log_needs_positive_are_drawn_over_the_files_range() -> None:
+    """Signed normal probabilities made a KL divergence's reference NaN (KernelBench L1 98: "got
+    nan, expected nan", every implementation, eager too, judged wrong on the H200). Where the
+    reference is not finite, the inputs positive in the file's own draw are drawn over its range."""
+    mod = km.load_problem(ROOT / "tests" / "torch_problems" / "log_ratio.py")
+    model = mod.Model().eval()
+    with torch.no_grad():
+        p, _ = km.draw_inputs(mod, 1000, "cpu")
+        assert bool((p < 0).any())  # the default draw: the reason it was NaN
+        sets, refs = km.checked_inputs(mod, model, 2, "cpu")
+        assert all(bool((x > 0).all()) for xs in sets for x in xs)
+        assert all(bool(torch.isfinite(r).all()) for ref in refs for r, _ in ref)
+        assert not torch.equal(sets[0][0], sets[1][0])  # still fresh per seed
+        wrong, _ = km.check_all({"eager": model}, sets, refs)
+    assert wrong == {}
 
 
 def test_a_correct_modelnew_passes_and_eager_matches_float64(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from evolve.task.torch_task import task_config  # noqa: E402
 PROBLEMS = Path(__file__).parents[1] / "torch_problems"
 GOOD = ["row_sum", "layer_norm", "gelu", "conv_valid", "linear_relu", "row_max", "cross_entropy",
         "conv_group_norm", "log_ratio", "derived_shape", "conv_transpose", "einsum_4d",
-        "coupled_shape", "bias_shape"]
+        "coupled_shape", "bias_shape", "shape_tuple"]
 
 
 def cfg(name: str, function: str | None = None) -> dict:
@@ -311,7 +311,7 @@ def _stand_in(t) -> str:
 
 @pytest.mark.parametrize(("name", "signature"), [
     ("layer_norm", "(features)"), ("conv_group_norm", "(in_channels, out_channels, kernel, groups=6)"),
-    ("bias_shape", "(in_features, out_features, bias_shape=[48])")])
+    ("bias_shape", "(in_features, out_features, bias_shape)"), ("shape_tuple", "(normalized_shape)")])
 def test_model_new_takes_the_model_s_constructor_arguments_and_its_state_dict(
         tmp_path: Path, name: str, signature: str) -> None:
     """The task made from a problem file says how its arguments stand to the Model, so best.py's
@@ -332,6 +332,11 @@ def test_model_new_takes_the_model_s_constructor_arguments_and_its_state_dict(
     new = best.ModelNew(*problem.init_inputs({}))
     new.load_state_dict(model.state_dict())  # strict: the same keys and shapes
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in new.state_dict().items())
+    if name == "shape_tuple":  # the tuple gives the sizes: a ModelNew of another shape is built too
+        other = best.ModelNew((3, 16))
+        assert other.norm.weight.shape == (3, 16)
+        with pytest.raises(ValueError, match=r"normalized_shape must be a tuple of 2 integers"):
+            best.ModelNew((3, 16, 2))
     if name == "conv_group_norm":
         with pytest.raises(ValueError, match=r"was tuned for groups=6, got 3$"):
             best.ModelNew(*problem.init_inputs({})[:3], groups=3)

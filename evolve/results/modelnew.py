@@ -136,7 +136,7 @@ def model_class(kernel: Any) -> Any:
             for p in spec.init:
                 v = bound.arguments[p.name]
                 if isinstance(p.size, tuple):
-                    self.sizes.update(_sizes_of(task.name, p, v))
+                    self.sizes.update(_sizes_of(task.name, p.name, p.size, v))
                 elif p.size is not None:
                     self.sizes[p.size] = operator.index(v)
                 elif _stored(v) != p.value:
@@ -191,11 +191,10 @@ def model_class(kernel: Any) -> Any:
     return ModelNew
 
 
-def _sizes_of(task_name: str, p: InitParam, value: Any) -> dict[str, int]:
+def _sizes_of(task_name: str, name: str, names: tuple[str, ...], value: Any) -> dict[str, int]:
     """The sizes a tuple argument gives (``normalized_shape=(64, 256)``), one per element."""
-    names = p.size if isinstance(p.size, tuple) else ()
     if not isinstance(value, tuple | list) or len(value) != len(names):
-        raise ValueError(f"ModelNew of {task_name}: {p.name} must be a tuple of {len(names)} integers "
+        raise ValueError(f"ModelNew of {task_name}: {name} must be a tuple of {len(names)} integers "
                          f"({', '.join(names)}), got {value!r}")
     return {n: operator.index(v) for n, v in zip(names, value, strict=True)}
 

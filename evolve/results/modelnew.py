@@ -9,7 +9,8 @@ entry (written by whoever makes the task; absent, ModelNew takes no constructor 
         - {name: features, size: cols}      # shapes the parameters: any value, it is that size
         - {name: shape, size: [rows, cols]} # a tuple of sizes (nn.LayerNorm's normalized_shape)
         - {name: eps, value: 1.0e-5}        # frozen into the kernel: this value (the default) only
-      forward: [x]                          # Model.forward's parameters: task inputs, in order
+      forward: [x, {name: s, value: 2.5}]   # Model.forward's parameters in order: task inputs, and
+                                            # numbers frozen into the kernel (checked per call)
       parameters: {gamma: weight, beta: bias}   # task input: the Model's state_dict key
 
 Every task input is forwarded or a parameter. The parameters are ``nn.Parameter``s under their
@@ -54,6 +55,9 @@ class ModuleSpec:
     init: tuple[InitParam, ...]
     forward: tuple[str, ...]  # task inputs, in forward's order
     parameters: tuple[tuple[str, str], ...]  # (task input, state_dict key)
+    # forward's numbers frozen into the kernel (s = 3.14): (position among forward's arguments,
+    # name, value); the task inputs take the other positions
+    constants: tuple[tuple[int, str, Any], ...] = ()
 
 
 def module_spec(task: Task) -> ModuleSpec:
@@ -78,7 +82,13 @@ def module_spec(task: Task) -> ModuleSpec:
             raise ValueError(f"task {task.name}: module.init {p['name']} gives size {p['size']!r}, not one "
                              f"of {', '.join(task.correctness_sizes[0])}")
         init.append(InitParam(str(p["name"]), size, p.get("value")))
-    forward = tuple(str(n) for n in raw.get("forward", inputs))
+    forward_raw = list(raw.get("forward", inputs))
+    constants = tuple((i, str(e.get("name", "")), e.get("value")) for i, e in enumerate(forward_raw)
+                      if isinstance(e, Mapping))
+    if bad := [c for c in constants if not plain_name(c[1]) or type(c[2]) not in (int, float, bool)]:
+        raise ValueError(f"task {task.name}: module.forward's constants are {{name, value}} with a number, "
+                         f"got {forward_raw[bad[0][0]]!r}")
+    forward = tuple(str(n) for n in forward_raw if not isinstance(n, Mapping))
     parameters = tuple((str(k), str(v)) for k, v in (raw.get("parameters") or {}).items())
     named = [*forward, *(k for k, _ in parameters)]
     if sorted(named) != sorted(inputs):
@@ -88,7 +98,7 @@ def module_spec(task: Task) -> ModuleSpec:
         raise ValueError(f"task {task.name}: {bad[0]!r} is not a state_dict key")
     if bad := [n for n in (*forward, *(p.name for p in init)) if not plain_name(n)]:
         raise ValueError(f"task {task.name}: {bad[0]!r} cannot be a Python parameter name")
-    return ModuleSpec(tuple(init), forward, parameters)
+    return ModuleSpec(tuple(init), forward, parameters, constants)
 
 
 def _records(inputs: tuple[Any, ...]) -> bool:
@@ -112,11 +122,25 @@ def model_class(kernel: Any) -> Any:
     index = {a.name: i for i, a in enumerate(task.args)}
     by_name = {a.name: a for a in task.args}
     forward_at = [index[n] for n in spec.forward]
+    constants = spec.constants
+    n_forward = len(forward_at) + len(constants)
+    names = list(spec.forward)  # forward's parameter names, for its one-line errors
+    for i, name, _ in constants:
+        names.insert(i, name)
+    tensor_at = [i for i in range(n_forward) if i not in {c[0] for c in constants}]
     n_args, returned = len(task.args), kernel._returned
     given = kernel.size_parameters(task)
     op_inputs = [index[a.name] for a in task.inputs]
     fresh_at = {index[a.name] for a in task.fresh_outputs}
-    n_forward, unset, one = len(forward_at), [None] * n_args, len(returned) == 1
+    unset, one = [None] * n_args, len(returned) == 1
+
+    def task_inputs(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Forward's arguments less its numbers, each checked against the one the kernel holds."""
+        for i, name, value in constants:
+            if inputs[i] != value:
+                raise ValueError(f"ModelNew of {task.name} was tuned for {name}={value!r}, got {inputs[i]!r}")
+        return tuple(inputs[i] for i in tensor_at)
+
     is_compiling, grad_enabled = torch.compiler.is_compiling, torch.is_grad_enabled
     P = inspect.Parameter
     init_signature = inspect.Signature([P(p.name, P.POSITIONAL_OR_KEYWORD, **(
@@ -162,7 +186,9 @@ def model_class(kernel: Any) -> Any:
             # per call, only what a launch needs: this path's cost is the module's overhead (issue 26)
             if len(inputs) != n_forward:
                 raise TypeError(f"ModelNew.forward takes {n_forward} inputs "
-                                f"({', '.join(spec.forward)}), got {len(inputs)}")
+                                f"({', '.join(names)}), got {len(inputs)}")
+            if constants:
+                inputs = task_inputs(inputs)
             # the custom op where the compiler traces (by its fake) or autograd records (its
             # forward-only formula: a backward through the kernel fails instead of losing the gradient)
             if is_compiling() or (grad_enabled() and _records(inputs)):

@@ -38,6 +38,7 @@ from evolve.errors import EvolveError, describe
 TORCH_DTYPES = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
                 torch.bfloat16: "bfloat16", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32",
                 torch.int64: "int64", torch.uint8: "uint8", torch.bool: "bool"}
+NUMBERS = (int, float, bool)  # forward arguments that are not tensors: constants of the task
 OVERRIDES = "EVOLVE_TASK"  # an optional module-level dict of the keys below
 OVERRIDABLE = {"name", "description", "tolerance", "init", "max_scratch_bytes"}
 
@@ -59,18 +60,27 @@ class _FunctionModel(torch.nn.Module):
 
 @dataclass
 class Instance:
-    """The problem built at one size: the Model and its example inputs (tensors, by name)."""
+    """The problem built at one size: the Model and its forward's arguments in order, by name:
+    tensors (the kernel's inputs) and plain numbers (constants frozen into the kernel)."""
 
     model: torch.nn.Module
-    inputs: dict[str, torch.Tensor]
+    args: dict[str, Any]
+
+    @property
+    def inputs(self) -> dict[str, torch.Tensor]:
+        return {k: v for k, v in self.args.items() if isinstance(v, torch.Tensor)}
+
+    @property
+    def constants(self) -> dict[str, int | float | bool]:
+        return {k: v for k, v in self.args.items() if not isinstance(v, torch.Tensor)}
 
     def state(self) -> dict[str, torch.Tensor]:
         return dict(self.model.state_dict())
 
     def run(self) -> tuple[torch.Tensor, ...]:
-        """The Model's outputs on its inputs, in eval mode without gradients, as a tuple."""
+        """The Model's outputs on its arguments, in eval mode without gradients, as a tuple."""
         with torch.no_grad():
-            return _tensors(self.model(*self.inputs.values()))
+            return _tensors(self.model(*self.args.values()))
 
 
 class Problem:
@@ -183,9 +193,11 @@ class Problem:
                 where = f"problem file {self.path.name} at {dict(sizes)}"
                 raise EvolveError(f"{where}: {describe(exc)}") from None
         for i, v in enumerate(raw):
+            if type(v) in NUMBERS:  # a constant of the forward (s = 3.14): frozen into the kernel
+                continue
             if not isinstance(v, torch.Tensor):
-                raise NotATask(f"get_inputs() gives a {type(v).__name__} at position {i}: only tensors are "
-                               "kernel inputs (make it a constructor argument or a module-level constant)")
+                raise NotATask(f"get_inputs() gives a {type(v).__name__} at position {i}: only tensors and "
+                               "numbers (int, float, bool) are forward arguments a kernel can take")
             if v.dtype not in TORCH_DTYPES:
                 raise NotATask(f"input {i} is {v.dtype}, which no kernel argument can hold")
         model.eval()
@@ -281,8 +293,10 @@ def refuse_unmatchable(p: Problem, sizes: Mapping[str, int]) -> None:
     by running the Model for real, in float64, at a correctness size."""
     inst = p.build(sizes, seed=0)
     inst.model.double()
-    inputs = {k: v.double() if v.is_floating_point() else v for k, v in inst.inputs.items()}
-    inst = Instance(inst.model, inputs)
+    args = {k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+            for k, v in inst.args.items()}
+    inst = Instance(inst.model, args)
+    inputs = inst.inputs
     before = {k: v.clone() for k, v in inst.state().items()}
     given = {k: v.clone() for k, v in inputs.items()}
     torch.manual_seed(1)

@@ -29,6 +29,11 @@ class TorchReference:
         self.problem = problem_of(cfg)
         self.size_names = list(t["sizes"])
         self.inputs, self.state = list(t["inputs"]), dict(t["state"])
+        # the forward's arguments in order: a task input's name, or a constant's (name, value)
+        arg_of = {fwd: arg for arg, fwd in t["inputs"].items()}
+        constants = dict(t.get("constants") or {})
+        self.forward = [(n, constants[n]) if n in constants else (arg_of[n], None)
+                        for n in t.get("forward") or t["inputs"].values()]
         self.outputs = list(t["outputs"])
         self.dtypes = {k: str(a.get("dtype", "float32")) for k, a in cfg["args"].items()}
         self._models: dict[tuple[str, bool], torch.nn.Module] = {}
@@ -58,7 +63,7 @@ class TorchReference:
         t = {k: self._tensor(k, np.ascontiguousarray(v), native) for k, v in host.items()}
         model.load_state_dict({key: t[arg] for arg, key in self.state.items()}, strict=True)
         with torch.no_grad():
-            outs = Instance(model, {n: t[n] for n in self.inputs}).run()
+            outs = self._instance(model, t).run()
         res = {n: o.detach().to(torch.float64 if o.is_floating_point() else o.dtype).numpy()
                for n, o in zip(self.outputs, outs, strict=True)}
         return res if xp is np else {k: xp.asarray(v) for k, v in res.items()}
@@ -70,7 +75,7 @@ class TorchReference:
                  for k, v in x.items()}
             model.to(device)
             model.load_state_dict({key: t[arg] for arg, key in self.state.items()}, strict=True)
-            outs = Instance(model, {n: t[n] for n in self.inputs}).run()
+            outs = self._instance(model, t).run()
             wide = [o.detach().to(torch.float64 if o.is_floating_point() else o.dtype) for o in outs]
             torch.cuda.synchronize(device)  # PyTorch's stream done before CuPy's copies read it
             return {n: xp.array(o, copy=True) for n, o in zip(self.outputs, wide, strict=True)}
@@ -80,6 +85,9 @@ class TorchReference:
             # cuBLAS keeps a workspace per stream in PyTorch's allocator (33 MiB on the H200)
             getattr(torch._C, "_cuda_clearCublasWorkspaces", lambda: None)()
             torch.cuda.empty_cache()
+
+    def _instance(self, model: torch.nn.Module, t: Mapping[str, torch.Tensor]) -> Instance:
+        return Instance(model, {n: t[n] if v is None else v for n, v in self.forward})
 
     def _tensor(self, arg: str, v: np.ndarray | torch.Tensor, native: bool, copy: bool = False
                 ) -> torch.Tensor:

@@ -90,6 +90,12 @@ def _config(p: Problem, together: bool = False) -> dict[str, Any]:
     # sum at some sizes counts 0 there, and a size of 0 FLOPs is no size
     counted = all(flops.values())
     refuse_unmatchable(p, correctness[0])
+    for s in (*correctness, *held):
+        if (there := _meta(p, s).constants) != names.constants:
+            k = next(k for k in names.constants if there.get(k) != names.constants[k])
+            raise NotATask(f"get_inputs() gives {k} = {there.get(k)!r} at {_label(s)} but "
+                           f"{names.constants[k]!r} at the file's sizes: a number the kernel is built "
+                           "with must not change with the sizes")
     first = points[0][1]
     biggest = max(correctness, key=lambda s: _elements(shapes[_label(s)]))
     at = timing if _elements(first) <= 1 << 26 else biggest  # parameters' values, not only shapes
@@ -124,14 +130,15 @@ def _config(p: Problem, together: bool = False) -> dict[str, Any]:
     name = p.path.stem if p.function is None else f"{p.path.stem}_{p.function}"
     cfg: dict[str, Any] = {
         "name": str(p.overrides.get("name", name)),
-        "description": str(p.overrides.get("description", _description(p))),
+        "description": str(p.overrides.get("description", _description(p, names.constants))),
         "args": args,
         "sizes": {"correctness": [sizes(s) for s in correctness], "timing": [sizes(timing)],
                   **({"holdout": [sizes(s) for s in held]} if held else {})},
         "reference": "torch",
         "torch": {"file": str(p.path), "function": p.function, "sha256": p.sha256, "sizes": list(timing),
                   "follow": p.follow,
-                  "inputs": names.inputs, "state": names.state, "outputs": list(names.outputs)},
+                  "inputs": names.inputs, "state": names.state, "outputs": list(names.outputs),
+                  **({"forward": names.order, "constants": names.constants} if names.constants else {})},
         "traffic": {"bytes": nbytes, "flops": FLOPS if counted else 0,
                     "peak": PEAK.get(out_dtype, "fp32") if counted else "memory"},
         "dir": str(p.path.parent),
@@ -166,8 +173,12 @@ def _module(p: Problem, timing: dict[str, int], points: list[tuple[dict[str, int
         elif _plain(v):
             init.append({"name": name, "value": list(v) if isinstance(v, tuple) else v})
         else:  # a ModelNew cannot be made with it: it takes no constructor arguments then
-            return {"forward": list(names.inputs), "parameters": dict(names.state)}
-    return {"init": init, "forward": list(names.inputs), "parameters": dict(names.state)}
+            init = None
+            break
+    arg_of = {fwd: arg for arg, fwd in names.inputs.items()}
+    forward = [{"name": n, "value": names.constants[n]} if n in names.constants else arg_of[n]
+               for n in names.order]
+    return {**({} if init is None else {"init": init}), "forward": forward, "parameters": dict(names.state)}
 
 
 def _size_given(v: Any, timing: Mapping[str, int], elsewhere: list[tuple[dict[str, int], Any]]) -> str | None:
@@ -190,7 +201,9 @@ class _Names:
 
     def __init__(self, p: Problem, timing: Mapping[str, int]) -> None:
         inst = _meta(p, timing)
-        taken = set(timing) | {FLOPS}
+        self.constants = inst.constants  # forward's numbers (s = 3.14), frozen into the kernel
+        self.order = list(inst.args)
+        taken = set(timing) | {FLOPS} | set(self.constants)
         self.inputs = {_unique(n, taken): n for n in inst.inputs}
         self.state = {_unique(k.replace(".", "_"), taken): k for k in inst.state()}
         outs = _run_meta(p, inst)
@@ -390,8 +403,10 @@ def _dims(arg: str, points: list[tuple[dict[str, int], Shapes]], timing: dict[st
     return out
 
 
-def _description(p: Problem) -> str:
+def _description(p: Problem, constants: Mapping[str, Any]) -> str:
     what = f"the function {p.function}" if p.function else "the Model's forward"
+    fixed = "".join(f"; the forward's argument {k} is always {v!r}, a constant to build into the kernel "
+                    "(not a kernel argument)" for k, v in constants.items())
     return (f"Compute what {what} in this PyTorch file computes, in eval mode (its float64 run is the "
             f"reference); the Model's parameters and buffers are input arguments named after its "
-            f"state_dict keys ('.' as '_'), the outputs are out (or out0, out1, ...):\n{p.source}")
+            f"state_dict keys ('.' as '_'), the outputs are out (or out0, out1, ...){fixed}:\n{p.source}")

@@ -62,3 +62,27 @@ def test_a_kernel_for_a_problem_file_is_judged_and_its_model_new_equals_the_mode
     for rows, cols in ((1, 1), (3, 1000), (512, 1000), (77, 4099)):
         x = torch.randn(rows, cols, device="cuda")
         torch.testing.assert_close(new(x), model(x), atol=1e-4, rtol=1e-5)
+
+
+def test_a_number_among_the_forward_s_arguments_is_the_kernel_s_constant(tmp_path: Path) -> None:
+    """get_inputs() gives a tensor and a float: the float is frozen into the task (no kernel
+    argument), the kernel built with it is judged against the Model called with it, and ModelNew
+    takes it where the Model does and refuses another value."""
+    cfg = task_config(PROBLEMS / "scaled_by_number.py")
+    task = load_task({**cfg, "seeds": [str(PROBLEMS / "kernels" / "scaled_by_number.cu")]})
+    (seed,) = task.seeds()
+    backend = CupyBackend({"timeout_s": 120, "timing": {}})
+    try:
+        backend.start(task, None)
+        right = backend.evaluate(seed, {"BLOCK": 256, "WRONG": 0}, task.timing_sizes)
+        assert right.status is Status.OK, right.reason
+        wrong = backend.evaluate(seed, {"BLOCK": 256, "WRONG": 1}, task.timing_sizes)
+        assert wrong.status is Status.WRONG, wrong.reason
+    finally:
+        backend.close()
+    best = import_file(write_best(task, tmp_path / "best", {"BLOCK": 128, "WRONG": 0}), "gpu_best_scaled")
+    new = best.ModelNew().cuda()
+    a = torch.randn(33, 77, device="cuda")
+    torch.testing.assert_close(new(a, 2.5), a * 2.5 + 1.0)
+    with pytest.raises(ValueError, match=r"was tuned for s=2.5, got 3.0$"):
+        new(a, 3.0)

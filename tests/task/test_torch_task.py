@@ -28,7 +28,7 @@ from evolve.task.torch_task import task_config  # noqa: E402
 PROBLEMS = Path(__file__).parents[1] / "torch_problems"
 GOOD = ["row_sum", "layer_norm", "gelu", "conv_valid", "linear_relu", "row_max", "cross_entropy",
         "conv_group_norm", "log_ratio", "derived_shape", "conv_transpose", "einsum_4d",
-        "coupled_shape", "bias_shape", "shape_tuple"]
+        "coupled_shape", "bias_shape", "shape_tuple", "scaled_by_number"]
 
 
 def cfg(name: str, function: str | None = None) -> dict:
@@ -57,6 +57,8 @@ def test_the_command_line_takes_a_problem_file_and_a_function() -> None:
     ("positive", "its output shape depends on the input values"),
     ("item", "forward reads a tensor's value into Python"),
     ("number", "forward returns int at position 1: only tensor outputs can be compared"),
+    ("number_with_size", "get_inputs() gives scale = 5.0 at n=5 but 1024.0 at the file's sizes"),
+    ("text_input", "get_inputs() gives a str at position 1: only tensors and numbers"),
 ])
 def test_what_cannot_be_a_task_is_refused_with_one_line(name: str, reason: str) -> None:
     with pytest.raises(NotATask) as exc:
@@ -340,3 +342,36 @@ def test_model_new_takes_the_model_s_constructor_arguments_and_its_state_dict(
     if name == "conv_group_norm":
         with pytest.raises(ValueError, match=r"was tuned for groups=6, got 3$"):
             best.ModelNew(*problem.init_inputs({})[:3], groups=3)
+
+
+def test_a_number_among_the_forward_s_arguments_is_frozen_into_the_task(tmp_path: Path) -> None:
+    """get_inputs() gives a matrix and a float (KernelBench's matrix-scalar problem does): the
+    float is a constant of the task, not a kernel argument; the reference calls the Model with it,
+    the LLM is told its value, and ModelNew takes it where the Model does, refusing another value
+    in one line (the launch itself is stood in for: tests/gpu/test_gpu_torch_task.py launches)."""
+    from evolve.results.bestpy import best_py
+    from tests.helpers.runs import import_file
+
+    c = cfg("scaled_by_number")
+    assert list(c["args"]) == ["a", "out"]
+    assert c["module"]["forward"] == ["a", {"name": "s", "value": 2.5}]
+    assert "the forward's argument s is always 2.5" in c["description"]
+    t = load_task(c)
+    sizes = t.correctness_sizes[0]
+    x = t.make_inputs(np, sizes, 0)
+    np.testing.assert_allclose(t.expected(np, x, sizes)["out"], x["a"].astype(np.float64) * 2.5 + 1.0)
+    (tmp_path / "best.cu").write_text(_stand_in(t))
+    (tmp_path / "best.json").write_text(json.dumps({"task_config": dict(t.config), "tunables": {}}))
+    (tmp_path / "best.py").write_text(best_py(t, "test", "a test"))
+    best = import_file(tmp_path / "best.py", "best_torch_scaled_by_number")
+    new = best.ModelNew()
+    launched = []
+    new_kernel = best.kernel
+    new_kernel.launch_torch = lambda values, sizes: launched.append(list(values)) or values
+    a = torch.randn(3, 4)
+    new(a, 2.5)
+    assert launched[0][0] is a and launched[0][1] is None  # the tensor in, the output to allocate
+    with pytest.raises(ValueError, match=r"^ModelNew of scaled_by_number was tuned for s=2.5, got 3.0$"):
+        new(a, 3.0)
+    with pytest.raises(TypeError, match=r"takes 2 inputs \(a, s\), got 1"):
+        new(a)

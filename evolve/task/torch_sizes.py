@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from evolve.task.torch_problem import problem_of
-from evolve.task.torch_task import FLOPS, count_flops
+from evolve.task.torch_shapes import FLOPS, count_flops
 
 
 def derived_sizes(cfg: Mapping[str, Any], sizes: Mapping[str, int], wanted: Iterable[str]) -> dict[str, int]:

@@ -29,20 +29,26 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
-from torch.utils.flop_counter import FlopCounterMode
-
 from evolve import dtypes
-from evolve.errors import EvolveError, describe
+from evolve.errors import EvolveError
 from evolve.task.torch_draws import input_init, positive_where_needed, state_init
-from evolve.task.torch_problem import TORCH_DTYPES, Instance, NotATask, Problem, refuse_unmatchable
+from evolve.task.torch_problem import Instance, NotATask, Problem, refuse_unmatchable
+from evolve.task.torch_shapes import (
+    ELEMENTS,
+    FLOPS,
+    Names,
+    Shapes,
+    count_flops,
+    elements,
+    label,
+    meta,
+    shapes_at,
+    try_at,
+)
 
-ELEMENTS = 1 << 21  # at most this many elements in all of a correctness size's tensors
-FLOPS = "model_flops"
 PEAK = {"float32": "fp32", "float64": "fp64", "float16": "fp16_tensor", "bfloat16": "bf16_tensor"}
 _PRIMES = (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43)
 
-Shapes = dict[str, tuple[str, tuple[int, ...]]]  # argument -> (dtype, shape), outputs included
 
 
 def task_config(path: Path, function: str | None = None) -> dict[str, Any]:
@@ -70,35 +76,35 @@ class NoSmallerSize(NotATask):
 
 def _config(p: Problem, together: bool = False) -> dict[str, Any]:
     timing = _size_globals(p)
-    names = _Names(p, timing)
-    points = [(timing, _shapes(p, timing, names))]  # every size evaluated, with its shapes
+    names = Names(p, timing)
+    points = [(timing, shapes_at(p, timing, names))]  # every size evaluated, with its shapes
     for k in timing:  # one size changed at a time: which extent follows which size
         for v in (timing[k] + 1, 2 * timing[k]):
-            if (found := _try(p, s := {**timing, k: v}, names)) is not None:
+            if (found := try_at(p, s := {**timing, k: v}, names)) is not None:
                 points.append((s, found))
                 break
     correctness = (_scaled if together else _smaller)(p, timing, names, points)
     held: list[dict[str, int]] = []
     for s in correctness:
         h = {k: v + 1 for k, v in s.items()}
-        if h not in correctness and h != timing and len(held) < 4 and (found := _try(p, h, names)):
+        if h not in correctness and h != timing and len(held) < 4 and (found := try_at(p, h, names)):
             held.append(h)
             points.append((h, found))
-    shapes = {_label(s): found for s, found in points}
-    flops = {_label(s): count_flops(p, s) for s in (timing, *correctness, *held)}
+    shapes = {label(s): found for s, found in points}
+    flops = {label(s): count_flops(p, s) for s in (timing, *correctness, *held)}
     # FLOPs where PyTorch's counter sees them at every size: an einsum lowered to a multiply and a
     # sum at some sizes counts 0 there, and a size of 0 FLOPs is no size
     counted = all(flops.values())
     refuse_unmatchable(p, correctness[0])
     for s in (*correctness, *held):
-        if (there := _meta(p, s).constants) != names.constants:
+        if (there := meta(p, s).constants) != names.constants:
             k = next(k for k in names.constants if there.get(k) != names.constants[k])
-            raise NotATask(f"get_inputs() gives {k} = {there.get(k)!r} at {_label(s)} but "
+            raise NotATask(f"get_inputs() gives {k} = {there.get(k)!r} at {label(s)} but "
                            f"{names.constants[k]!r} at the file's sizes: a number the kernel is built "
                            "with must not change with the sizes")
     first = points[0][1]
-    biggest = max(correctness, key=lambda s: _elements(shapes[_label(s)]))
-    at = timing if _elements(first) <= 1 << 26 else biggest  # parameters' values, not only shapes
+    biggest = max(correctness, key=lambda s: elements(shapes[label(s)]))
+    at = timing if elements(first) <= 1 << 26 else biggest  # parameters' values, not only shapes
     real = p.build(at)
     exprs = {arg: _dims(arg, points, timing) for arg in first}
     derived = {d for e in exprs.values() for d in e if d.startswith("_")}
@@ -107,9 +113,9 @@ def _config(p: Problem, together: bool = False) -> dict[str, Any]:
         out = dict(s)
         for d in sorted(derived):
             arg, j = d[1:].rsplit("_d", 1)
-            out[f"{arg}_d{j}"] = shapes[_label(s)][arg][1][int(j)]
+            out[f"{arg}_d{j}"] = shapes[label(s)][arg][1][int(j)]
         if counted:
-            out[FLOPS] = flops[_label(s)]
+            out[FLOPS] = flops[label(s)]
         return out
 
     args: dict[str, Any] = {}
@@ -153,7 +159,7 @@ def _config(p: Problem, together: bool = False) -> dict[str, Any]:
 
 
 def _module(p: Problem, timing: dict[str, int], points: list[tuple[dict[str, int], Shapes]],
-            names: _Names) -> dict[str, Any]:
+            names: Names) -> dict[str, Any]:
     """How the task's arguments stand to the Model (``evolve.results.modelnew``): forward's inputs,
     the state_dict's parameters, and each constructor argument as the size it gives (it follows
     that size wherever the file is evaluated) or a value frozen into the kernel."""
@@ -195,32 +201,9 @@ def _plain(v: Any) -> bool:
     return v is None or type(v) in (bool, int, float, str)
 
 
-class _Names:
-    """Argument names: the forward's parameters, the state_dict's keys ('.' -> '_'), the outputs;
-    none the name of a size or of another argument."""
-
-    def __init__(self, p: Problem, timing: Mapping[str, int]) -> None:
-        inst = _meta(p, timing)
-        self.constants = inst.constants  # forward's numbers (s = 3.14), frozen into the kernel
-        self.order = list(inst.args)
-        taken = set(timing) | {FLOPS} | set(self.constants)
-        self.inputs = {_unique(n, taken): n for n in inst.inputs}
-        self.state = {_unique(k.replace(".", "_"), taken): k for k in inst.state()}
-        outs = _run_meta(p, inst)
-        self.outputs = {_unique("out" if len(outs) == 1 else f"out{i}", taken): i for i in range(len(outs))}
-
-
-def _unique(name: str, taken: set[str]) -> str:
-    name = name if name.isidentifier() else "a_" + "".join(c if c.isalnum() else "_" for c in name)
-    while name in taken:
-        name += "_"
-    taken.add(name)
-    return name
-
-
 def _size_globals(p: Problem) -> dict[str, int]:
     """The integer globals that shape an input, parameter or buffer (the others stay as they are)."""
-    base = _meta(p, {})
+    base = meta(p, {})
     ref = _structure(base)
     out = {}
     for k, v in p.globals.items():
@@ -228,7 +211,7 @@ def _size_globals(p: Problem) -> dict[str, int]:
             continue
         for trial in (v + 1, 2 * v):
             try:
-                other = _structure(_meta(p, {k: trial}))
+                other = _structure(meta(p, {k: trial}))
             except (EvolveError, NotImplementedError, RuntimeError):
                 continue
             if [s[:2] for s in other] == [s[:2] for s in ref] and other != ref:
@@ -245,64 +228,7 @@ def _structure(inst: Instance) -> list[tuple[str, int, tuple[int, ...]]]:
     return [(k, t.dim(), tuple(t.shape)) for k, t in tensors.items()]
 
 
-def _meta(p: Problem, sizes: Mapping[str, int]) -> Instance:
-    return p.build(sizes, device="meta")
-
-
-def _run_meta(p: Problem, inst: Instance) -> tuple[torch.Tensor, ...]:
-    try:
-        return inst.run()
-    except NotImplementedError as exc:
-        if "data-independent" in str(exc) or "data-dependent" in str(exc):
-            raise NotATask("its output shape depends on the input values (a kernel's outputs have shapes "
-                           "known before it runs)") from None
-        raise EvolveError(f"problem file {p.path.name}: forward cannot run on PyTorch's meta device "
-                          f"({str(exc).splitlines()[0]})") from None
-    except NotATask:
-        raise
-    except Exception as exc:
-        if isinstance(exc, RuntimeError) and "meta tensor" in str(exc):
-            raise NotATask("forward reads a tensor's value into Python (.item(), float(), an if on the "
-                           "data): what a kernel computes must not hang on host decisions") from None
-        raise EvolveError(f"problem file {p.path.name}: forward fails ({describe(exc)})") from None
-
-
-def _shapes(p: Problem, sizes: Mapping[str, int], names: _Names) -> Shapes:
-    inst = _meta(p, sizes)
-    state, outs = inst.state(), _run_meta(p, inst)
-    if len(outs) != len(names.outputs):
-        raise NotATask(f"forward returns {len(outs)} tensors at {_label(sizes)}, {len(names.outputs)} at "
-                       "the file's sizes")
-    out: Shapes = {}
-    for group, tensors in ((names.inputs, inst.inputs), (names.state, state)):
-        for arg, key in group.items():
-            out[arg] = (TORCH_DTYPES[tensors[key].dtype], tuple(tensors[key].shape))
-    for arg, i in names.outputs.items():
-        out[arg] = (TORCH_DTYPES[outs[i].dtype], tuple(outs[i].shape))
-    return out
-
-
-def _try(p: Problem, sizes: Mapping[str, int], names: _Names) -> Shapes | None:
-    """The shapes at these sizes, or None where the file cannot be built or run there. Sizes small
-    enough to be correctness sizes are also run for real on the CPU: the meta device does not make
-    every check (a transposed convolution with an empty output, hidden by a reduction after it,
-    passes there and raises on real tensors)."""
-    try:
-        shapes = _shapes(p, sizes, names)
-    except (EvolveError, NotImplementedError, RuntimeError):
-        return None
-    if set(shapes) != set(names.inputs) | set(names.state) | set(names.outputs) \
-            or any(math.prod(s) == 0 for _, s in shapes.values()):
-        return None
-    if _elements(shapes) <= ELEMENTS:
-        try:
-            p.build(sizes).run()
-        except (EvolveError, RuntimeError, ValueError, IndexError):
-            return None
-    return shapes
-
-
-def _smaller(p: Problem, timing: dict[str, int], names: _Names,
+def _smaller(p: Problem, timing: dict[str, int], names: Names,
              points: list[tuple[dict[str, int], Shapes]]) -> list[dict[str, int]]:
     """Correctness sizes: distinct small primes, ones, and moderate awkward values (sizes of 8 or
     less kept in the first two), each within ELEMENTS; at least one, or the file cannot be judged."""
@@ -313,24 +239,24 @@ def _smaller(p: Problem, timing: dict[str, int], names: _Names,
                   {k: max(1, v - 1) if v <= 8 else primes[k] + 2 for k, v in timing.items()}]
     out: list[dict[str, int]] = []
     for s in candidates:
-        found = _try(p, s, names)
+        found = try_at(p, s, names)
         if found is None:  # a constraint between sizes (groups that divide channels): put some back
             s, found = _repaired(p, s, timing, names)
         while found is not None and s not in out and s != timing:
-            if _elements(found) <= ELEMENTS:
+            if elements(found) <= ELEMENTS:
                 out.append(s)
                 points.append((s, found))
                 break
             k = max(s, key=lambda n: s[n])
             s = {**s, k: max(1, s[k] // 2 + 1)}
-            found = _try(p, s, names) if s[k] > 1 else None
+            found = try_at(p, s, names) if s[k] > 1 else None
     if not out:
         raise NoSmallerSize("it cannot be built or run at any size smaller than the file's own (correctness "
                             "sizes are the file evaluated again with smaller module-level integers)")
     return out
 
 
-def _scaled(p: Problem, timing: dict[str, int], names: _Names,
+def _scaled(p: Problem, timing: dict[str, int], names: Names,
             points: list[tuple[dict[str, int], Shapes]]) -> list[dict[str, int]]:
     """The sizes over 8 divided together by 2, 4, 8...: what keeps a relation the file's sizes
     satisfy (a transposed convolution's output width equal to the channels a LayerNorm normalises,
@@ -340,7 +266,7 @@ def _scaled(p: Problem, timing: dict[str, int], names: _Names,
     f = 2
     while len(out) < 2 and any(v // f > 1 for v in timing.values() if v > 8):
         s = {k: max(1, v // f) if v > 8 else v for k, v in timing.items()}
-        if (found := _try(p, s, names)) is not None and _elements(found) <= ELEMENTS:
+        if (found := try_at(p, s, names)) is not None and elements(found) <= ELEMENTS:
             out.append(s)
             points.append((s, found))
         f *= 2
@@ -352,34 +278,17 @@ def _scaled(p: Problem, timing: dict[str, int], names: _Names,
 
 
 def _repaired(p: Problem, s: dict[str, int], timing: dict[str, int],
-              names: _Names) -> tuple[dict[str, int], Shapes | None]:
+              names: Names) -> tuple[dict[str, int], Shapes | None]:
     """The candidate with one size back at the file's value, else with one after another back."""
     changed = [k for k in s if s[k] != timing[k]]
     for k in changed:
-        if (found := _try(p, one := {**s, k: timing[k]}, names)) is not None:
+        if (found := try_at(p, one := {**s, k: timing[k]}, names)) is not None:
             return one, found
     for k in changed:
         s = {**s, k: timing[k]}
-        if (found := _try(p, s, names)) is not None:
+        if (found := try_at(p, s, names)) is not None:
             return s, found
     return s, None
-
-
-def _elements(shapes: Shapes) -> int:
-    return sum(math.prod(s) for _, s in shapes.values())
-
-
-def count_flops(p: Problem, sizes: Mapping[str, int]) -> int:
-    """The Model's FLOPs at these sizes, as PyTorch's counter sees them on the meta device."""
-    inst = _meta(p, sizes)
-    counter = FlopCounterMode(display=False)
-    with counter:
-        inst.run()
-    return int(counter.get_total_flops())
-
-
-def _label(s: Mapping[str, int]) -> str:
-    return ",".join(f"{k}={v}" for k, v in s.items())
 
 
 def _dims(arg: str, points: list[tuple[dict[str, int], Shapes]], timing: dict[str, int]) -> list[str]:

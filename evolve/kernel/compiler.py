@@ -156,16 +156,17 @@ def options(defines: Mapping[str, object], arch: str) -> list[str]:
 
 @functools.cache
 def _cuda_include_dirs() -> tuple[str, ...]:
-    """CUDA's own headers (cuda_fp16.h, ...) and libcu++'s (CCCL: cuda/barrier, cuda/ptx), which
-    NVRTC does not find by itself; either may be missing (then so are its headers)."""
+    """CUDA's own headers (cuda_fp16.h, ...), libcu++'s (CCCL: cuda/barrier, cuda/ptx) and the
+    compiler's (``crt/``, which mma.h includes: the runtime's pip wheel lacks them), which NVRTC
+    does not find by itself; any may be missing (then so are its headers)."""
     try:
         from cuda.pathfinder import find_nvidia_header_directory
     except ImportError:
         return ()
     found = []
-    for lib in ("cudart", "cccl"):
+    for lib in ("cudart", "cccl", "nvcc"):
         try:
-            if path := find_nvidia_header_directory(lib):
+            if (path := find_nvidia_header_directory(lib)) and path not in found:
                 found.append(path)
         except Exception:  # an unknown library name in an older pathfinder, a broken install
             continue

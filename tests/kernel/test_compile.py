@@ -249,3 +249,20 @@ def test_nvrtc_alone_compiles_what_cupy_s_nvrtc_compiles(monkeypatch) -> None:
     with pytest.raises(SourceRejected, match="reading the clock"):
         compile_cuda(source.replace("int i =", "long long t0 = clock64(); int i = (int)(t0 & 0) +"),
                      {"BLOCK": 256}, "sm_90", cache=False)
+
+
+def test_the_compiler_s_own_headers_are_on_the_include_path(monkeypatch) -> None:
+    """mma.h includes crt/mma.h, which CUDA's runtime wheel lacks (the H200 machine's PyTorch
+    environment): NVRTC failed on an allowed header ('cannot open source file "crt/mma.h"') until
+    the compiler's (nvcc's) header directory was searched too."""
+    import cuda.pathfinder
+
+    from evolve.kernel import compiler
+
+    dirs = {"cudart": "/site/nvidia/cu13/include", "cccl": "/cuda/include/cccl", "nvcc": "/cuda/include"}
+    monkeypatch.setattr(cuda.pathfinder, "find_nvidia_header_directory", dirs.get)
+    compiler._cuda_include_dirs.cache_clear()
+    try:
+        assert compiler._cuda_include_dirs() == tuple(dirs.values())
+    finally:
+        compiler._cuda_include_dirs.cache_clear()

@@ -155,6 +155,9 @@ def _config(p: Problem, together: bool = False) -> dict[str, Any]:
     if "max_scratch_bytes" in p.overrides:
         cfg["max_scratch_bytes"] = int(p.overrides["max_scratch_bytes"])
     positive_where_needed(cfg, {a: real.inputs[k] for a, k in names.inputs.items()})
+    from evolve.task.torch_calibration import judgeable  # it loads the task this builds
+
+    cfg.update(judgeable(cfg))
     return cfg
 
 

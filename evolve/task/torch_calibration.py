@@ -8,7 +8,8 @@ and no kernel could pass: measured on KernelBench's level 2 problem 23, PyTorch 
 round in 20 of 20 seeds. So when the task is made, each generic round is run on the Model in float64
 and in its own dtypes at every correctness size for a few seeds; a round the Model misses at one of
 them is left out of the task's rounds, and a held-out size where it misses a round that stays is
-left out of the held-out sizes (step 5 of judging re-verifies the winner there)."""
+left out of the held-out sizes (step 5 of judging re-verifies the winner there; where none is left,
+at the correctness sizes)."""
 
 from __future__ import annotations
 
@@ -34,14 +35,15 @@ def judgeable(cfg: Mapping[str, Any]) -> dict[str, Any]:
     failed = [st.name for st in task.stress if st.generic
               and not all(_passes(task, reference, st, s) for s in task.correctness_sizes)]
     kept = [st for st in task.stress if st.generic and st.name not in failed]
-    held_kept = [s for s in held if all(_passes(task, reference, st, s) for st in kept)]
+    # where the Model misses a kept round at every held-out size, the winner is re-verified at the
+    # correctness sizes (it passes every kept round there), never at the task's +1 default
+    held_kept = [s for s in held if all(_passes(task, reference, st, s) for st in kept)] \
+        or list(cfg["sizes"]["correctness"])
     out: dict[str, Any] = {}
     if failed:
         out["stress"] = {**dict(cfg.get("stress") or {}), "generic": [g for g in GENERIC if g not in failed]}
     if held_kept != held:
         out["sizes"] = {**dict(cfg["sizes"]), "holdout": held_kept}
-        if not held_kept:
-            del out["sizes"]["holdout"]
     return out
 
 

@@ -84,12 +84,7 @@ def _config(p: Problem, together: bool = False) -> dict[str, Any]:
                 points.append((s, found))
                 break
     correctness = (_scaled if together else _smaller)(p, timing, names, points)
-    held: list[dict[str, int]] = []
-    for s in correctness:
-        h = {k: v + 1 for k, v in s.items()}
-        if h not in correctness and h != timing and len(held) < 4 and (found := try_at(p, h, names)):
-            held.append(h)
-            points.append((h, found))
+    held = _held_out(p, correctness, timing, names, points)
     shapes = {label(s): found for s, found in points}
     flops = {label(s): count_flops(p, s) for s in (timing, *correctness, *held)}
     # FLOPs where PyTorch's counter sees them at every size: an einsum lowered to a multiply and a
@@ -139,7 +134,7 @@ def _config(p: Problem, together: bool = False) -> dict[str, Any]:
         "description": str(p.overrides.get("description", _description(p, names.constants))),
         "args": args,
         "sizes": {"correctness": [sizes(s) for s in correctness], "timing": [sizes(timing)],
-                  **({"holdout": [sizes(s) for s in held]} if held else {})},
+                  "holdout": [sizes(s) for s in held or correctness]},
         "reference": "torch",
         "torch": {"file": str(p.path), "function": p.function, "sha256": p.sha256, "sizes": list(timing),
                   "follow": p.follow,
@@ -292,6 +287,30 @@ def _repaired(p: Problem, s: dict[str, int], timing: dict[str, int],
         if (found := try_at(p, s, names)) is not None:
             return s, found
     return s, None
+
+
+def _held_out(p: Problem, correctness: list[dict[str, int]], timing: dict[str, int], names: Names,
+              points: list[tuple[dict[str, int], Shapes]]) -> list[dict[str, int]]:
+    """At most four sizes the winner is re-verified at, each a correctness size grown by one in
+    every dimension that still builds (a conv3d with 24 channels in 8 groups cannot take 25): grown
+    everywhere, else one size at a time, keeping each growth the file accepts. Empty where none
+    builds: the task then names its correctness sizes, never the +1 default (unbuildable here)."""
+    held: list[dict[str, int]] = []
+    for s in correctness:
+        if len(held) == 4:
+            break
+        grown = {k: v + 1 for k, v in s.items()}
+        found = try_at(p, grown, names)
+        if found is None:
+            grown, found = dict(s), None
+            for k in s:
+                trial = {**grown, k: grown[k] + 1}
+                if (there := try_at(p, trial, names)) is not None:
+                    grown, found = trial, there
+        if found is not None and grown not in correctness and grown != timing and grown not in held:
+            held.append(grown)
+            points.append((grown, found))
+    return held
 
 
 def _dims(arg: str, points: list[tuple[dict[str, int], Shapes]], timing: dict[str, int]) -> list[str]:

@@ -395,3 +395,35 @@ def test_a_stress_round_the_model_itself_misses_does_not_judge() -> None:
     code, lines = check_lines(c)
     assert code == 0, lines
     assert any("stress rounds (exp, offset, tiny)" in ln for ln in lines), lines
+
+
+@pytest.mark.parametrize("name", ["group_norm_mean", "conv_group_norm", "coupled_shape", "row_sum"])
+def test_the_winner_is_re_verified_at_sizes_the_model_can_be_built_at(name: str) -> None:
+    """Held-out sizes grow each correctness size where the file allows it: 24 channels in 8 groups
+    cannot grow to 25, and a width tied to a constant cannot grow at all, so the task's ``+1
+    everywhere`` default would re-verify the winner where the Model cannot even be built (it did
+    for these problems, and for KernelBench's conv3d + GroupNorm). Each held-out size is new, and
+    the Model in float64 runs there."""
+    from evolve.task.torch_reference import TorchReference
+
+    c = cfg(name)
+    held, correctness = c["sizes"].get("holdout"), c["sizes"]["correctness"]
+    assert held, "no held-out sizes: the +1 default applies"
+    assert not set(map(json.dumps, held)) & set(map(json.dumps, correctness))
+    task, ref = load_task(c), TorchReference(c)
+    for s in held:
+        got = ref.run(np, task.make_inputs(np, s, 3), s, native=False)
+        assert all(np.isfinite(v).all() for v in got.values())
+
+
+def test_where_the_model_misses_a_round_at_every_held_out_size_the_correctness_sizes_re_verify(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The calibration never leaves the task without held-out sizes (that would mean the +1 default)."""
+    from evolve.task import torch_calibration
+
+    c = cfg("row_sum")
+    only = {"rows": 3, "cols": 3}
+    # a round the Model passes at the correctness sizes but misses at the only held-out size
+    monkeypatch.setattr(torch_calibration, "_passes", lambda task, ref, st, s: s != only)
+    out = torch_calibration.judgeable({**c, "sizes": {**c["sizes"], "holdout": [only]}})
+    assert out["sizes"]["holdout"] == c["sizes"]["correctness"]

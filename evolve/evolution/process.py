@@ -29,6 +29,7 @@ class ProposerProcess:
     def __init__(self, proposer: Proposer, coordination: SharedStudy, settings: EvolutionSettings):
         self.proposer, self.coordination, self.evolution = proposer, coordination, settings
         self.ledger, self.study = proposer.ledger, proposer.ledger.study
+        proposer.in_rounds = bool(settings.children_per_round)
 
     def run(self) -> str:
         """Why it stopped: an LLM budget, the trial budget, or the end of its round."""

@@ -53,6 +53,9 @@ class Proposer:
         self.rng = random.Random(seed)
         self.index = int(ledger.study.user_attrs.get(StudyAttr.PROPOSALS, 0))  # numbers go on over resumes
         self.threads = threads
+        # in rounds (a proposer process whose children are measured after it leaves), a write need
+        # not wait for another's measurement: none comes before the round is over
+        self.in_rounds = False
         self.stopped: str | None = None  # why the proposer stopped (budget spent, ...)
         self.failures: dict[str, int] = {}
         self._streak = 0  # proposals in a row that gave no child
@@ -144,9 +147,11 @@ class Proposer:
                     dict(pop.members[a].best.params))
 
     def _write(self) -> Proposal | None:
-        """A task without seeds: the LLM writes a first kernel (while none waits to be measured)."""
+        """A task without seeds: the LLM writes a first kernel (while none waits to be measured,
+        except in rounds: there the round's writes are as many as the round asks, however fast the
+        answers come, so that a replay of a round makes the proposals the recorded one made)."""
         ledger = self.ledger
-        if ledger.waiting or ledger.inflight >= self.threads:
+        if (ledger.waiting and not self.in_rounds) or ledger.inflight >= self.threads:
             return None
         index = self.index
         self._started()

@@ -13,7 +13,7 @@ from evolve.evolution.prompts import Prompts
 from evolve.hardware import named
 from evolve.task.files import read_task_file
 from evolve.task.task import load_task
-from tests.helpers.llm import BLOCK_ROW, KEY, by_operator, llm_args
+from tests.helpers.llm import ANSWERS, BLOCK_ROW, KEY, by_operator, llm_args
 from tests.helpers.openai_server import OpenAIServer, Reply, kernel_answer
 from tests.helpers.runs import check_lines, cli, evolve, one_line_error, study
 from tests.helpers.tasks import OWN, hardware_config
@@ -77,3 +77,19 @@ def test_a_pytorch_task_s_write_prompt_gives_the_model_once_and_no_empty_referen
     assert "not available" not in user and "## The reference" not in user
     assert "There is no kernel for this task yet" in user
 
+
+
+def test_a_write_round_makes_as_many_writes_as_the_round_asks_however_fast_the_answers(
+        in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``role=propose`` in rounds leaves before anything is measured, so a write need not wait for
+    another's result: a round of three asks three times, whether the answers come in minutes
+    (a mailbox: every request is out before the first answer) or at once (a loopback server, or
+    the replay of that mailbox round, which made one write where the recorded round made ten)."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    kernels = iter([BLOCK_ROW, ANSWERS["warp_rows"], ANSWERS["block_three_pass"]])
+    with OpenAIServer(lambda r: Reply(kernel_answer(next(kernels)))) as server:
+        evolve("task=softmax", "task.seeds=[]", "run.name=w3", "search.n_trials=20", "search.seed=3",
+               "role=propose", "evolution.children_per_round=3", "hardware=h200",
+               *llm_args(server, "llm.concurrency=1"))
+    proposals = [x for x in read(in_tmp / "runs/w3/llm.jsonl") if x["kind"] == "proposal"]
+    assert [p["operator"] for p in proposals] == ["write"] * 3 and all(p["child"] for p in proposals)

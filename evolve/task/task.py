@@ -178,6 +178,12 @@ class Task:
         what = {k: _given(v) for k, v in self.config.items() if k != "dir" and v not in (None, "", [], {})}
         if isinstance(what.get("torch"), Mapping):  # a problem file is known by its sha256
             what["torch"] = {k: v for k, v in what["torch"].items() if k != "file"}
+            # and not by what its Model's float32 run decided (the stress rounds and held-out sizes
+            # it can judge, :mod:`evolve.task.torch_calibration`): that may differ between the
+            # proposer's machine and the evaluator's; each judges by its own
+            what.pop("stress", None)
+            if isinstance(what.get("sizes"), Mapping):
+                what["sizes"] = {k: v for k, v in what["sizes"].items() if k != "holdout"}
         return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -6,13 +6,15 @@ tolerance on inputs far from the ordinary ones. For an ill-conditioned Model (a 
 outputs, a loss near zero made of O(1) terms) the Model's own float32 run misses that tolerance too,
 and no kernel could pass: measured on KernelBench's level 2 problem 23, PyTorch failed the ``huge``
 round in 20 of 20 seeds. So when the task is made, each generic round is run on the Model in float64
-and in its own dtypes at every correctness size for a few seeds; a round the Model misses at one of
-them is left out of the task's rounds, and a held-out size where it misses a round that stays is
+and in its own dtypes at every correctness size for a few seeds; a round the Model misses (within
+half the tolerance, so that another machine's float32 arithmetic decides the same) at one of them is
+left out of the task's rounds, and a held-out size where it misses a round that stays is
 left out of the held-out sizes (step 5 of judging re-verifies the winner there; where none is left,
 at the correctness sizes)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +26,10 @@ from evolve.task.task import load_task
 from evolve.task.torch_reference import TorchReference
 
 SEEDS = 3  # draws per (round, size): a round the Model misses in one of them cannot judge
+# the Model must pass within its tolerance divided by this: a round that it passes narrowly (L2 99's
+# offset: missed in 5-9 of 20 seeds) would be kept on one machine and left out on another, whose
+# float32 arithmetic differs in the last bits, and a kernel summing in another order misses it
+MARGIN = 2.0
 
 
 def judgeable(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -55,6 +61,10 @@ def _passes(task: Any, reference: TorchReference, stress: Stress, sizes: Mapping
         if not all(np.isfinite(v).all() for v in want.values()):
             continue  # a round the float64 reference does not fit is skipped when judging anyway
         got = reference.run(np, x, sizes, native=True)
-        if any(compare(np, k, got[k], want[k], task.tolerance, fill=None) for k in want):
-            return False
+        for arg in task.outputs:
+            tol = task.tolerance_for(arg, sizes)
+            narrow = tol and dataclasses.replace(tol, atol=tol.atol / MARGIN, rtol=tol.rtol / MARGIN,
+                                                 l2=tol.l2 / MARGIN)
+            if compare(np, arg.name, got[arg.name], want[arg.name], narrow, fill=None, dtype=arg.dtype):
+                return False
     return True

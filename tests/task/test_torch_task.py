@@ -377,24 +377,47 @@ def test_a_number_among_the_forward_s_arguments_is_frozen_into_the_task(tmp_path
         new(a)
 
 
-def test_a_stress_round_the_model_itself_misses_does_not_judge() -> None:
+def test_a_stress_round_the_model_itself_misses_does_not_judge(monkeypatch: pytest.MonkeyPatch) -> None:
     """KernelBench L2 23 (conv3d, GroupNorm, mean) lost every child at the huge stress round, which
-    PyTorch's own float32 Model failed in 20 of 20 seeds: a round the task's Model misses at the
-    output's tolerance is left out of the task, and only such a round."""
+    PyTorch's own float32 Model failed in 20 of 20 seeds: a round the task's Model misses at half
+    the output's tolerance is left out of the task, and only such a round. Half: the offset round
+    this Model passes at the full tolerance, but narrowly (as L2 99's did in some seeds), so that
+    one machine's float32 arithmetic kept it and another's left it out."""
+    from evolve.task import torch_calibration
     from evolve.task.stress import Stress
     from evolve.task.torch_calibration import _passes
     from evolve.task.torch_reference import TorchReference
 
     c = cfg("group_norm_mean")
-    assert c["stress"] == {"generic": ["exp", "offset", "tiny"]}
+    assert c["stress"] == {"generic": ["exp", "tiny"]}
     t = load_task({**c, "stress": None})  # all four rounds: the Model itself misses huge
     ref = TorchReference(c)
     assert not all(_passes(t, ref, Stress("huge"), s) for s in t.correctness_sizes)
     assert all(_passes(t, ref, Stress("tiny"), s) for s in t.correctness_sizes)
+    assert not all(_passes(t, ref, Stress("offset"), s) for s in t.correctness_sizes)
+    monkeypatch.setattr(torch_calibration, "MARGIN", 1.0)
+    assert all(_passes(t, ref, Stress("offset"), s) for s in t.correctness_sizes)  # narrowly
     assert "stress" not in cfg("gelu")  # a Model that passes every round keeps them all
     code, lines = check_lines(c)
     assert code == 0, lines
-    assert any("stress rounds (exp, offset, tiny)" in ln for ln in lines), lines
+    assert any("stress rounds (exp, tiny)" in ln for ln in lines), lines
+
+
+def test_what_the_model_s_float32_run_decided_is_not_the_task_s_identity() -> None:
+    """A run proposed on one machine is evaluated on another, whose own calibration may keep a
+    round the first left out (float32 differs in the last bits; KernelBench L2 99's evaluator
+    refused the run: 'exists with a different setup'): the rounds and held-out sizes are not in the
+    fingerprint of a problem-file task; what the file says (its tolerance) is."""
+    c = cfg("group_norm_mean")
+    other = {**c, "stress": None, "sizes": {**c["sizes"], "holdout": c["sizes"]["correctness"]}}
+    assert load_task(other).fingerprint() == load_task(c).fingerprint()
+    looser = {**c, "tolerance": {"atol": 1e-3, "rtol": 1e-3, "l2": 1e-3}}
+    assert load_task(looser).fingerprint() != load_task(c).fingerprint()
+    from evolve.task.task import builtin_task
+
+    yaml_task = dict(builtin_task("softmax").config)  # a task file's rounds are its own: they count
+    assert load_task({**yaml_task, "stress": {"generic": ["tiny"]}}).fingerprint() != \
+        load_task(yaml_task).fingerprint()
 
 
 @pytest.mark.parametrize("name", ["group_norm_mean", "conv_group_norm", "coupled_shape", "row_sum"])

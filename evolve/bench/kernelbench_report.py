@@ -140,6 +140,11 @@ def markdown(section: dict[str, Any]) -> list[str]:
         cells = [cell(Path(r["problem"]).name), cell(r["level"]), "yes" if r.get("correct") else "no",
                  *times, *ups]
         lines.append("| " + " | ".join(cells) + " |")
+    if noisy := [r for r in records if r.get("noise_floor")]:
+        lines += ["", "Judged at PyTorch's own accuracy (the float64 output at the Model's own parameters "
+                  "is rounding noise, which PyTorch's float32 eager misses too: each output may be off by "
+                  "twice eager's largest error, no more): "
+                  + ", ".join(cell(Path(r["problem"]).name) for r in noisy) + "."]
     failed = [r for r in records if not r.get("correct")]
     if failed:
         lines += ["", "### Why each failure failed", "", "| problem | stage | reason |", "|---|---|---|"]

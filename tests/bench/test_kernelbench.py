@@ -331,6 +331,17 @@ def test_the_report_renders_a_failure_reason_as_text(tmp_path: Path) -> None:
     assert kept["reason"] == HOSTILE  # the JSON keeps the text as it was
 
 
+def test_the_report_names_the_problems_judged_at_pytorch_s_own_accuracy() -> None:
+    from evolve.bench import report
+
+    records = [*RECORDS[:1], {**RECORDS[1], "noise_floor": [{"elementwise": 1e-8, "l2": 1e-7}]}]
+    md = report.markdown({"kernelbench": {"settings": {}, "problems": records,
+                                          "summary": kr.summary(records)}, "environment": {}})
+    line = next(x for x in md.splitlines() if x.startswith("Judged at PyTorch's own accuracy"))
+    assert line.endswith(f"{kr.cell(Path(RECORDS[1]['problem']).name)}.")
+    assert Path(RECORDS[0]["problem"]).name not in line
+
+
 def test_cells_escape_markup_and_fold_lines() -> None:
     assert kr.cell("a|b\nc") == "a\\|b c"
     assert kr.cell("x" * 500, 10) == "x" * 9 + "…"

@@ -21,6 +21,7 @@ from evolve import dtypes
 from evolve.errors import EvolveError
 from evolve.evaluate import profile
 from evolve.evaluate.metrics import bound, peak_text
+from evolve.evolution import operand_precision
 from evolve.evolution.llm import Messages
 from evolve.hardware import PEAKS, Hardware
 from evolve.kernel.compiler import CompileError, available_includes, target_arch
@@ -98,7 +99,7 @@ class Prompts:
             registers_per_sm=hw.registers_per_sm, shared_per_block=hw.max_shared_per_block,
             l2_mb=round(hw.l2_bytes / 2**20), ceiling_gbps=round(hw.bandwidth_ceiling / 1e9),
             fp32_tflops=round(hw.peak_fp32_flops / 1e12, 1), peak=peak_text(t, hw), bound=bound(t, hw),
-            peaks=_peaks(hw), arch_specific=_arch_specific(hw),
+            peaks=_peaks(hw), arch_specific=_arch_specific(hw), precision=operand_precision.note(t, hw),
             spec_help=self.t["spec_help"].substitute(size_names=", ".join(timing)),
         ).strip()
 

@@ -7,6 +7,13 @@ at the timing size). The precise alternative, a split of each operand into a hig
 with three products (3xTF32, as CUTLASS does it), keeps float32 accuracy at a third of the unit's
 peak, which on Hopper is still more than twice FFMA's. This paragraph says so with the task's own
 numbers; it is rendered only where it matters: a compute-bound task with float32 inputs.
+
+The split alone is not enough: the tensor cores' float32 accumulation is not round-to-nearest (it
+truncates; Fasi et al., "Numerical behavior of NVIDIA tensor cores", 2021), so a long sum kept in
+an MMA's accumulator drifts. On the H200 (eleventh session) 3xTF32 GEMMs that did so were off by a
+relative L2 of 1.1-3.0e-5 at K=4096-8192 (bound 1e-5) and judged wrong in timed calls; the one
+that summed each k-slice in a fresh accumulator and added it with ordinary float adds passed. The
+verdicts below assume that (the simulation in tests/helpers/precision_models.py does the same).
 """
 
 from __future__ import annotations
@@ -50,5 +57,7 @@ def note(task: Task, hw: Hardware) -> str:
         parts.append(line)
     return ("\nFloat32 operands on the tensor cores, against the tightest bound of this tolerance "
             f"({limit:.2g}): " + "; ".join(parts) + ". The split: hi = x rounded to the format, lo = x - hi "
-            "(rounded again), and a*b as a_hi*b_hi + a_hi*b_lo + a_lo*b_hi, three products on the unit "
-            "accumulated in float32; operands fed to it as they are round to the format.")
+            "(rounded again), and a*b as a_hi*b_hi + a_hi*b_lo + a_lo*b_hi, three products on the unit; "
+            "operands fed to it as they are round to the format. Its float32 accumulator truncates, so "
+            "a long sum kept in it drifts past this bound: sum each k-slice (a few dozen products) in a "
+            "fresh accumulator and add it to float32 registers with ordinary adds.")

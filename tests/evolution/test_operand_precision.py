@@ -57,7 +57,7 @@ def test_no_paragraph_where_it_does_not_apply() -> None:
 
 def test_the_paragraph_says_where_the_split_must_be_summed() -> None:
     """3xTF32 children that kept the whole K sum in the MMA's accumulator were judged wrong on the
-    H200 (relative L2 1.1-3.0e-5 against 1e-5 at K=4096-8192); the one that folded each k-slice in
-    with ordinary float adds passed."""
+    H200 (7 of 7, at K=4096-8192); the four that folded each k-slice in with ordinary float adds
+    passed."""
     text = operand_precision.note(builtin_task("sgemm"), H200)
     assert "accumulator truncates" in text and "fresh accumulator" in text

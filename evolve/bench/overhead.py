@@ -2,7 +2,9 @@
 ``ModelNew``, the registered custom op) beside the torch op it replaces, at a small size (where
 the host's cost is the call's) and a large one. ModelNew, a module, is set beside the torch op
 called as a module's forward ("torch module"), and "one launch" is a bare driver launch of the
-kernel's first launch: a plan of several kernels pays one such launch per kernel.
+kernel's first launch (through ctypes): a plan of several kernels pays one such launch per kernel.
+Where best.py's native launcher is built (:mod:`evolve.results.native`), "best.py, ctypes" is the
+same call through the ctypes path it falls back to.
 
 The kernel is the task's first seed at its defaults, written out as an export writes a run
 (best.cu, best.json, best.py): what a call costs on the host does not depend on the tuning.
@@ -26,7 +28,8 @@ from typing import Any
 from evolve import dtypes
 from evolve.bench.peers import _TORCH, tensors
 from evolve.results.bestpy import best_py, function_name
-from evolve.results.fastcall import launch_ex
+from evolve.results.fastcall import TorchPath, launch_ex
+from evolve.results.native import NativePath
 from evolve.task.task import Task, builtin_task, size_label
 
 log = logging.getLogger(__name__)
@@ -47,6 +50,7 @@ def call_overhead(tasks: Sequence[str], sizes: Mapping[str, Sequence[Mapping[str
         op = best.register_torch_op("evolve_bench")
         model = best.ModelNew().cuda()
         fn = getattr(best, function_name(task))
+        ctypes_path = TorchPath(task, best.kernel._prepare)
         ref = _TORCH[name]
         for s in sizes[name]:
             arrays = {**task.make_inputs(cp, s, 0),
@@ -65,16 +69,23 @@ def call_overhead(tasks: Sequence[str], sizes: Mapping[str, Sequence[Mapping[str
                 "custom op": lambda op=op, ins=ins, given=given: op(*ins, *given),
             }
             fn(*ins)  # the shape's launches made, to time one of them bare beside the rest
-            prepared = best.kernel._torch_path.newest()
-            first = prepared.launches[0].args
+            given_args = [None if a.role == "output" else t[a.name] for a in task.args]
+            refuse = best.kernel._refuse
+            if isinstance(best.kernel.torch_path(), NativePath):  # the ctypes path beside the native one
+                impls["best.py, ctypes"] = lambda c=ctypes_path, v=given_args, r=refuse: c([*v], {}, r)
+            ctypes_path([*given_args], {}, refuse)
+            first = ctypes_path.newest().launches[0].args
             impls["one launch"] = lambda first=first: launch_ex()(*first)
             figures = per_call(impls, calls)
+            prepared = ctypes_path.newest()
+            launcher = "native" if isinstance(best.kernel.torch_path(), NativePath) else "ctypes"
             launches = len(prepared.launches) + len(prepared.zero)
             for impl, (host, wall) in figures.items():
                 rows.append({"task": name, "size": size_label(s), "implementation": impl, "host_us": host,
                              "wall_us": wall, "over_torch_us": host - figures["torch"][0],
                              "vs_torch": host / figures["torch"][0],
-                             "launches": 1 if impl in ("torch", "torch module", "one launch") else launches})
+                             "launches": 1 if impl in ("torch", "torch module", "one launch") else launches,
+                             "launcher": launcher})
             log.info("call overhead %s at %s: %s", name, size_label(s), ", ".join(
                 f"{impl} {host:.1f} µs" for impl, (host, _) in figures.items()))
     return {"rows": rows, "table": table(rows)}
@@ -124,12 +135,21 @@ def per_call(impls: Mapping[str, Callable[[], Any]], calls: int, sync: Callable[
 
 
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
-    lines = ["| task | size | implementation | driver calls | host µs/call | wall µs/call "
-             "| host µs over torch | host vs torch |", "|---|---|---|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['task']} | {r['size']} | {r['implementation']} | {r.get('launches', '')} "
+    lines = ["| task | size | implementation | launcher | driver calls | host µs/call | wall µs/call "
+             "| host µs over torch | host vs torch |", "|---|---|---|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['task']} | {r['size']} | {r['implementation']} | {_launcher(r)} "
+              f"| {r.get('launches', '')} "
               f"| {r['host_us']:.1f} | {r['wall_us']:.1f} | {r['over_torch_us']:+.1f} "
               f"| {r['vs_torch']:.2f}x |" for r in rows]
     return "\n".join(lines)
+
+
+def _launcher(row: Mapping[str, Any]) -> str:
+    """Which launcher made a row's calls: none for the torch ops, ctypes for the ctypes rows."""
+    impl = row["implementation"]
+    if impl in ("torch", "torch module"):
+        return ""
+    return "ctypes" if impl in ("best.py, ctypes", "one launch") else str(row.get("launcher", ""))
 
 
 def _best_module(task: Task, folder: Path) -> ModuleType:

@@ -6,7 +6,9 @@ gives the compiler their shapes, so a compiled graph holds it without a break, a
 get the forward-only autograd formula (:mod:`evolve.results.forward_only`). It is defined through
 ``torch.library.Library`` with the launch as its CUDA kernel, not ``torch.library.custom_op``,
 whose Python wrapper costs about 10 µs a call more (16.4 against 5.7 µs per call of an op doing
-nothing, fake and autograd formula registered, on the CPU).
+nothing, fake and autograd formula registered, on the CPU). Where the native launcher builds
+(:mod:`evolve.results.native`) its CUDA and autograd kernels are C++: a call reaches the launch
+without Python.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from typing import Any
 
 from evolve.results.bestpy import op_schema
 from evolve.results.fastcall import bind
-from evolve.results.forward_only import forward_only
+from evolve.results.forward_only import forward_only, recorded
+from evolve.results.native import NativePath
 
 
-def register(kernel: Any, namespace: str, name: str) -> tuple[Any, Any]:
+def register(kernel: Any, namespace: str, name: str) -> tuple[Any, list[Any]]:
     """Define ``namespace::name`` for a ``Kernel`` (``evolve.results.usage``); returns the op and
-    the ``Library`` that holds its registrations (they last as long as it does)."""
+    what holds its registrations (they last as long as it does)."""
     import torch
 
     task = kernel.task
@@ -47,9 +50,18 @@ def register(kernel: Any, namespace: str, name: str) -> tuple[Any, Any]:
     schema, mutated = op_schema(task, given)
     lib = torch.library.Library(namespace, "FRAGMENT")
     lib.define(f"{name}{schema}")
-    lib.impl(name, real, "CUDA")
     qualname = f"{namespace}::{name}"
+    held: list[Any] = [lib]
+    path = kernel.torch_path()
+    if isinstance(path, NativePath):
+        sizes = list(task.correctness_sizes[0])
+        op = getattr(getattr(torch.ops, namespace), name)
+        slow = None if mutated else recorded(qualname, op)
+        held.append(path.extension.register_op(namespace, name, path.launcher, inputs,
+                                               [sizes.index(s) for s in given], len(sizes), outs, slow))
+    else:
+        lib.impl(name, real, "CUDA")
+        if not mutated:  # PyTorch gives autograd formulas to functional ops only
+            forward_only(qualname, lib)
     torch.library.register_fake(qualname, fake, lib=lib)
-    if not mutated:  # PyTorch gives autograd formulas to functional ops only
-        forward_only(qualname, lib)
-    return getattr(getattr(torch.ops, namespace), name), lib
+    return getattr(getattr(torch.ops, namespace), name), held

@@ -27,7 +27,7 @@ from evolve import dtypes
 from evolve.evaluate.plan import Call, LaunchPlan
 from evolve.task.task import Task, size_label
 
-_MAX_CACHED = 256  # shapes kept per kernel: a model calls it at a handful
+MAX_CACHED = 256  # shapes kept per kernel: a model calls it at a handful
 # a launch made outside the module's context: CUDA_ERROR_INVALID_CONTEXT (no context current) and
 # CUDA_ERROR_INVALID_HANDLE (another context's function or stream)
 OUT_OF_CONTEXT = frozenset({201, 400})
@@ -190,46 +190,77 @@ class TorchPath:
     def _miss(self, key: tuple[Any, ...], device: int, values: list[Any], sizes: Mapping[str, int],
               refuse: Callable[[list[Any]], None]) -> _Prepared:
         """A shape (or dtype, device, contiguity) not cached: the full checks, then the geometry."""
-        refuse(values)
-        for v, dtype in zip(values, self._dtypes, strict=True):
-            if v is not None and (v.dtype is not dtype or v.get_device() != device or not v.is_contiguous()):
-                raise TypeError(f"{self.task.name}: every argument must be a contiguous {dtype} tensor "
-                                f"on cuda:{device}")
-        return self._prepare(key, device, values, sizes)
-
-    def _prepare(self, key: tuple[Any, ...], device: int, values: Sequence[Any],
-                 sizes: Mapping[str, int]) -> _Prepared:
-        torch = self._torch
+        check(self.task, self._dtypes, device, values, refuse)
+        shape = prepare_shape(self.task, self._plan, device, values, sizes)
         self._launch = launch_ex()
-        holder: dict[str, Any] = {}
-
-        def plan(bound: dict[str, int]) -> LaunchPlan:
-            holder["loaded"], found = self._plan(device, bound)
-            return found
-
-        geo = geometry(self.task, [None if v is None else tuple(v.shape) for v in values], sizes, plan)
-        loaded = holder["loaded"]
-        scratch = [torch.empty(max(1, s.count * dtypes.get(s.dtype).itemsize), dtype=torch.uint8,
-                               device=values[self._first].device) for s in geo.plan.scratch]
-        fixed = {s.name: t.data_ptr() for s, t in zip(geo.plan.scratch, scratch, strict=True)}
+        geo = shape.geometry
         slots = {a.name: i for i, a in enumerate(self.task.args)}
-        launches = [Launch(int(loaded.functions[c.kernel].ptr), c, Packed(c, slots, fixed), key[0])
-                    for c in geo.plan.calls]  # the key's first entry is the stream
-        zero = [(fixed[s.name], s.count * dtypes.get(s.dtype).itemsize) for s in geo.plan.scratch if s.zero]
+        launches = [Launch(f, c, Packed(c, slots, shape.fixed), key[0])  # the key's first entry: the stream
+                    for f, c in zip(shape.functions, geo.plan.calls, strict=True)]
         given = {(tuple(v.shape), v.dtype): i for i, v in enumerate(values) if v is not None}
         typed = {v.dtype: i for i, v in reversed(list(enumerate(values))) if v is not None}
         outputs = []
-        for i, shape, _ in geo.outputs:
+        for i, out_shape, _ in geo.outputs:
             dtype = self._dtypes[i]
-            way, like = (LIKE, given[(shape, dtype)]) if (shape, dtype) in given else \
+            way, like = (LIKE, given[(out_shape, dtype)]) if (out_shape, dtype) in given else \
                 (NEW, typed[dtype]) if dtype in typed else (TYPED, self._first)
-            outputs.append((i, way, like, shape, dtype))
-        prepared = _Prepared(geo, launches, zero, primary_context(device), scratch, outputs)
+            outputs.append((i, way, like, out_shape, dtype))
+        prepared = _Prepared(geo, launches, shape.zero, shape.context, shape.scratch, outputs)
         with self._lock:
-            if len(self._cache) >= _MAX_CACHED:
+            if len(self._cache) >= MAX_CACHED:
                 self._cache.clear()
             self._cache[key] = prepared
         return prepared
+
+    @property
+    def cached(self) -> int:
+        """How many shapes (and streams) are prepared."""
+        return len(self._cache)
+
+
+def check(task: Task, types: Sequence[Any], device: int, values: Sequence[Any],
+          refuse: Callable[[list[Any]], None]) -> None:
+    """The full checks of a shape not seen before: ``refuse``'s one-line errors, then every tensor
+    of its argument's dtype, on the first input's GPU and contiguous."""
+    refuse(list(values))
+    for v, dtype in zip(values, types, strict=True):
+        if v is not None and (v.dtype is not dtype or v.get_device() != device or not v.is_contiguous()):
+            raise TypeError(f"{task.name}: every argument must be a contiguous {dtype} tensor "
+                            f"on cuda:{device}")
+
+
+@dataclass
+class Shape:
+    """What one shape needs on the device, whichever launcher makes its calls."""
+
+    geometry: Geometry
+    functions: list[int]  # the CUfunction of each of the plan's calls
+    scratch: list[Any]  # the scratch tensors (PyTorch's allocator), held as long as the shape is
+    fixed: dict[str, int]  # scratch name -> its address
+    zero: list[tuple[int, int]]  # (address, bytes) zeroed before each call
+    context: int  # the module's: the device's primary context
+
+
+def prepare_shape(task: Task, plan: Callable[[int, dict[str, int]], tuple[Any, LaunchPlan]], device: int,
+                  values: Sequence[Any], sizes: Mapping[str, int]) -> Shape:
+    """Sizes, plan, module and scratch for arguments already checked (None: an output to make)."""
+    import torch
+
+    holder: dict[str, Any] = {}
+
+    def planned(bound: dict[str, int]) -> LaunchPlan:
+        holder["loaded"], found = plan(device, bound)
+        return found
+
+    geo = geometry(task, [None if v is None else tuple(v.shape) for v in values], sizes, planned)
+    loaded = holder["loaded"]
+    at = torch.device("cuda", device)
+    scratch = [torch.empty(max(1, s.count * dtypes.get(s.dtype).itemsize), dtype=torch.uint8, device=at)
+               for s in geo.plan.scratch]
+    fixed = {s.name: t.data_ptr() for s, t in zip(geo.plan.scratch, scratch, strict=True)}
+    zero = [(fixed[s.name], s.count * dtypes.get(s.dtype).itemsize) for s in geo.plan.scratch if s.zero]
+    return Shape(geo, [int(loaded.functions[c.kernel].ptr) for c in geo.plan.calls], scratch, fixed, zero,
+                 primary_context(device))
 
 
 class Launch:

@@ -31,15 +31,17 @@ def _no_gradient() -> Any:
     return made
 
 
-def forward_only(qualname: str, lib: Any = None) -> None:
-    """Give the functional custom op ``qualname`` (``namespace::name``; defined in ``lib``, a
-    ``torch.library.Library``, or by ``torch.library.custom_op``) the formula above."""
+def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    import torch
+
+    ctx.like = [(list(v.shape), v.dtype) if isinstance(v, torch.Tensor) else None for v in inputs]
+
+
+def _backward(qualname: str) -> Any:
+    """The formula's backward: no gradient where traced, the one-line error where run."""
     import torch
 
     no_gradient = _no_gradient()
-
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        ctx.like = [(list(v.shape), v.dtype) if isinstance(v, torch.Tensor) else None for v in inputs]
 
     def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
         grad = next((g for g in grads if isinstance(g, torch.Tensor)), None)
@@ -47,4 +49,29 @@ def forward_only(qualname: str, lib: Any = None) -> None:
             return (None,) * len(ctx.like)
         return tuple(None if like is None else no_gradient(grad, qualname, *like) for like in ctx.like)
 
-    torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=lib)
+    return backward
+
+
+def forward_only(qualname: str, lib: Any = None) -> None:
+    """Give the functional custom op ``qualname`` (``namespace::name``; defined in ``lib``, a
+    ``torch.library.Library``, or by ``torch.library.custom_op``) the formula above."""
+    import torch
+
+    torch.library.register_autograd(qualname, _backward(qualname), setup_context=_setup_context, lib=lib)
+
+
+def recorded(qualname: str, op: Any) -> Any:
+    """The formula where the native launcher is the op's autograd kernel and autograd records
+    (:mod:`evolve.results.native`): ``op``'s forward (which, with grad mode off inside, goes
+    straight to the launch) as a ``torch.autograd.Function`` with the backward above."""
+    import torch
+
+    class Recorded(torch.autograd.Function):
+        setup_context = staticmethod(_setup_context)
+        backward = staticmethod(_backward(qualname))
+
+        @staticmethod
+        def forward(*args: Any) -> Any:
+            return op(*args)
+
+    return Recorded.apply

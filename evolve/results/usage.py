@@ -154,11 +154,16 @@ class Kernel:
     def launch_torch(self, values: list[Any], sizes: Mapping[str, int]) -> list[Any]:
         """The fast path: PyTorch tensors in the task's argument order (None: an output to
         allocate), launched by pointer; returns the list with the outputs filled in."""
-        if self._torch_path is None:
-            from evolve.results.fastcall import TorchPath
+        return self.torch_path()(values, sizes, self._refuse)
 
-            self._torch_path = TorchPath(self.task, self._prepare)
-        return self._torch_path(values, sizes, self._refuse)
+    def torch_path(self) -> Any:
+        """The launcher of PyTorch calls, made once: native where it builds, else ctypes
+        (:mod:`evolve.results.native`)."""
+        if self._torch_path is None:
+            from evolve.results.native import torch_path
+
+            self._torch_path = torch_path(self.task, self._prepare, self._refuse)
+        return self._torch_path
 
     def _refuse(self, values: Sequence[Any]) -> None:
         """Raise the one-line error for PyTorch arguments the fast path's checks refuse."""
@@ -257,7 +262,7 @@ class Kernel:
         name = name or function_name(self.task)
         if (namespace, name) not in self._ops:
             op, lib = register(self, namespace, name)
-            self._torch_libs.append(lib)  # a registration lives as long as its Library object
+            self._torch_libs.append(lib)  # a registration lives as long as what holds it
             self._ops[namespace, name] = op
         return self._ops[namespace, name]
 

@@ -190,7 +190,7 @@ def test_a_multi_kernel_plan_with_scratch_on_tensors_and_one_plan_per_shape(tmp_
     for n in (1, 37, 4099, 1_000_003, 37, 4099):
         x = torch.rand(n, device="cuda", dtype=torch.float64).float() + 1
         torch.testing.assert_close(best.reduce_sum(x)[0].double(), x.double().sum(), rtol=1e-4, atol=0)
-    assert len(best.kernel._torch_path._cache) == 4  # per shape (and stream), made once
+    assert best.kernel.torch_path().cached == 4  # per shape (and stream), made once
 
 
 # The bound of issue 26: 15 µs per call where a torch op costs 10 µs (the host it was set on), i.e.

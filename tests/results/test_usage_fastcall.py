@@ -179,10 +179,12 @@ def test_model_new_compiles_into_one_graph_through_its_custom_op(tmp_path: Path)
 
 def test_the_bench_s_overhead_table_and_its_section(tmp_path: Path) -> None:
     rows = [{"task": "softmax", "size": "rows=64,cols=1024", "implementation": impl, "host_us": host,
-             "wall_us": host + 1, "over_torch_us": host - 8.0, "vs_torch": host / 8.0, "launches": n}
+             "wall_us": host + 1, "over_torch_us": host - 8.0, "vs_torch": host / 8.0, "launches": n,
+             "launcher": "native"}
             for impl, host, n in [("torch", 8.0, 1), ("ModelNew", 11.5, 2)]]
     text = table(rows)
-    assert "| softmax | rows=64,cols=1024 | ModelNew | 2 | 11.5 | 12.5 | +3.5 | 1.44x |" in text
+    assert "| softmax | rows=64,cols=1024 | ModelNew | native | 2 | 11.5 | 12.5 | +3.5 | 1.44x |" in text
+    assert "| softmax | rows=64,cols=1024 | torch |  | 1 |" in text
     md = markdown({"overhead": {"rows": rows, "table": text}})
     assert "## Call overhead from PyTorch" in md and text in md
     if shutil.which("nvidia-smi"):

@@ -60,7 +60,8 @@ def register(kernel: Any, namespace: str, name: str) -> tuple[Any, list[Any]]:
         held.append(path.extension.register_op(namespace, name, path.launcher, inputs,
                                                [sizes.index(s) for s in given], len(sizes), outs, slow))
     else:
-        lib.impl(name, real, "CUDA")
+        for key in ("CUDA", "CPU"):  # at CPU too: host tensors get the launch's one-line refusal
+            lib.impl(name, real, key)
         if not mutated:  # PyTorch gives autograd formulas to functional ops only
             forward_only(qualname, lib)
     torch.library.register_fake(qualname, fake, lib=lib)

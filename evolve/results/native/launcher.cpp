@@ -364,10 +364,13 @@ std::unique_ptr<Registration> register_op(const std::string& ns, const std::stri
                                           std::vector<int> size_at, int n_sizes, std::vector<int> outs,
                                           py::object slow) {
   auto reg = std::make_unique<Registration>();
-  auto cuda = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::DispatchKey::CUDA, __FILE__, __LINE__);
-  cuda->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<OpKernel>(
-                               std::move(launcher), std::move(arg_at), std::move(size_at), n_sizes, std::move(outs))));
-  reg->libraries.push_back(std::move(cuda));
+  // At CPU too, so that host tensors get the launcher's one-line refusal, not the dispatcher's dump.
+  for (c10::DispatchKey key : {c10::DispatchKey::CUDA, c10::DispatchKey::CPU}) {
+    auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, ns, key, __FILE__, __LINE__);
+    lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                std::make_unique<OpKernel>(launcher, arg_at, size_at, n_sizes, outs)));
+    reg->libraries.push_back(std::move(lib));
+  }
   if (!slow.is_none()) {
     auto grad = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::DispatchKey::Autograd, __FILE__,
                                                  __LINE__);

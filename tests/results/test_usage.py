@@ -88,7 +88,7 @@ def test_the_torch_op_has_the_task_schema_and_output_shapes(tmp_path: Path) -> N
     assert "layernorm(Tensor x, Tensor gamma, Tensor beta) -> Tensor" in str(op._schemas[""])
     y = op(torch.empty(5, 7, device="meta"), torch.empty(7, device="meta"), torch.empty(7, device="meta"))
     assert y.shape == (5, 7) and y.dtype == torch.float32
-    with pytest.raises(ValueError, match="^a tensor on cpu cannot be launched on"):  # not the dispatch dump
+    with pytest.raises(ValueError, match=r"^a tensor on cpu cannot be launched on"):  # not the dispatch dump
         op(torch.ones(5, 7), torch.ones(7), torch.ones(7))
     hist = load_task(read_task_file(OWN / "histogram" / "histogram.yaml"))
     hop = import_file(write_best(hist, tmp_path / "h"), "best_h_torch").register_torch_op("evolve_test_h")

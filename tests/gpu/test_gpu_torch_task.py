@@ -1,11 +1,13 @@
 """A task made from a PyTorch problem file, on the GPU: its reference (the Model in float64) runs on
 the GPU in the worker and leaves nothing in PyTorch's memory; a kernel written for it is judged
-right and a wrong one wrong by the worker; the kernel's ModelNew equals the Model it replaces."""
+right and a wrong one wrong by the worker; the kernel's ModelNew equals the Model it replaces and
+costs at most 1.5x its call."""
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -21,6 +23,15 @@ cp = pytest.importorskip("cupy")
 from evolve.task.torch_task import task_config  # noqa: E402
 
 PROBLEMS = Path(__file__).parents[1] / "torch_problems"
+
+
+def _problem(stem: str) -> ModuleType:
+    """The problem file as a user's script imports it."""
+    spec = importlib.util.spec_from_file_location(f"gpu_problem_{stem}", PROBLEMS / f"{stem}.py")
+    assert spec is not None and spec.loader is not None
+    problem = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(problem)
+    return problem
 
 
 def test_the_reference_runs_on_the_gpu_and_releases_its_memory() -> None:
@@ -54,15 +65,32 @@ def test_a_kernel_for_a_problem_file_is_judged_and_its_model_new_equals_the_mode
     finally:
         backend.close()
     best = import_file(write_best(task, tmp_path / "best", {"BLOCK": 256, "WRONG": 0}), "gpu_best_row_sum")
-    spec = importlib.util.spec_from_file_location("gpu_problem_row_sum", PROBLEMS / "row_sum.py")
-    assert spec is not None and spec.loader is not None
-    problem = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(problem)
+    problem = _problem("row_sum")
     model = problem.Model(*problem.get_init_inputs()).cuda()
     new = best.ModelNew(*problem.get_init_inputs()).cuda()
     for rows, cols in ((1, 1), (3, 1000), (512, 1000), (77, 4099)):
         x = torch.randn(rows, cols, device="cuda")
         torch.testing.assert_close(new(x), model(x), atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.timing
+def test_a_problem_file_s_model_new_costs_at_most_the_bound_beside_its_model(tmp_path: Path) -> None:
+    """A call of ModelNew (the module a user swaps in) beside the Model's own forward, interleaved
+    in one run: at most 1.5x, as for the tasks written by hand (tests/gpu/test_gpu_usage.py)."""
+    from evolve.bench.overhead import per_call
+    from tests.gpu.test_gpu_usage import BOUND
+
+    cfg = task_config(PROBLEMS / "row_sum.py")
+    task = load_task({**cfg, "seeds": [str(PROBLEMS / "kernels" / "row_sum.cu")]})
+    best = import_file(write_best(task, tmp_path / "b", {"BLOCK": 256, "WRONG": 0}), "gpu_best_row_sum_cost")
+    problem = _problem("row_sum")
+    model = problem.Model(*problem.get_init_inputs()).cuda()
+    new = best.ModelNew(*problem.get_init_inputs()).cuda()
+    x = torch.randn(64, 1000, device="cuda")
+    torch.testing.assert_close(new(x), model(x), atol=1e-4, rtol=1e-5)
+    figures = {name: host for name, (host, _) in per_call({"Model": lambda: model(x),
+                                                           "ModelNew": lambda: new(x)}, 2000).items()}
+    assert figures["ModelNew"] <= BOUND * figures["Model"], figures
 
 
 def test_a_number_among_the_forward_s_arguments_is_the_kernel_s_constant(tmp_path: Path) -> None:

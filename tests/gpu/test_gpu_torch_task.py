@@ -1,7 +1,7 @@
 """A task made from a PyTorch problem file, on the GPU: its reference (the Model in float64) runs on
 the GPU in the worker and leaves nothing in PyTorch's memory; a kernel written for it is judged
-right and a wrong one wrong by the worker; the kernel's ModelNew equals the Model it replaces and
-costs at most 1.5x its call."""
+right and a wrong one wrong by the worker; the kernel's ModelNew equals the Model it replaces (two
+outputs and a 0-d one too, in a CUDA graph and compiled) and costs at most 1.5x its call."""
 
 from __future__ import annotations
 
@@ -115,3 +115,44 @@ def test_a_number_among_the_forward_s_arguments_is_the_kernel_s_constant(tmp_pat
     torch.testing.assert_close(new(a, 2.5), a * 2.5 + 1.0)
     with pytest.raises(ValueError, match=r"was tuned for s=2.5, got 3.0$"):
         new(a, 3.0)
+
+
+@pytest.mark.parametrize(("stem", "tunables"), [("row_max", {"BLOCK": 64}),
+                                               ("cross_entropy", {"BLOCK": 128})])
+def test_two_outputs_and_a_0_d_output_judged_equal_captured_and_compiled(tmp_path: Path, stem: str,
+                                                                         tunables: dict[str, int]) -> None:
+    """torch.max's (values, int64 indices) and a mean loss of shape (): the worker judges the kernel
+    right, ModelNew returns what the Model does at awkward shapes, in a CUDA graph and compiled."""
+    cfg = task_config(PROBLEMS / f"{stem}.py")
+    task = load_task({**cfg, "seeds": [str(PROBLEMS / "kernels" / f"{stem}.cu")]})
+    (seed,) = task.seeds()
+    backend = CupyBackend({"timeout_s": 120, "timing": {}})
+    try:
+        backend.start(task, None)
+        judged = backend.evaluate(seed, tunables, task.timing_sizes)
+        assert judged.status is Status.OK, judged.reason
+    finally:
+        backend.close()
+    best = import_file(write_best(task, tmp_path / "b", tunables), f"gpu_best_{stem}_outs")
+    model, new = _problem(stem).Model().cuda(), best.ModelNew().cuda()
+
+    def inputs(rows: int, cols: int) -> list[torch.Tensor]:
+        x = torch.randn(rows, cols, device="cuda") * 4
+        return [x] if stem == "row_max" else [x, torch.randint(0, cols, (rows,), device="cuda")]
+
+    for rows, cols in ((1, 1), (3, 1000), (77, 4099), (1024, 100)):
+        given = inputs(rows, cols)
+        torch.testing.assert_close(new(*given), model(*given), atol=1e-5, rtol=1e-5)
+    given = inputs(300, 700)
+    new(*given)  # the shape prepared before the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = new(*given)
+    for _ in range(2):
+        for t, fresh in zip(given, inputs(300, 700), strict=True):
+            t.copy_(fresh)
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(captured, model(*given), atol=1e-5, rtol=1e-5)
+    compiled = torch.compile(lambda *a: new(*a), fullgraph=True)
+    torch.testing.assert_close(compiled(*given), model(*given), atol=1e-5, rtol=1e-5)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from evolve.evaluate.cupy_backend import CupyBackend
-from evolve.evaluate.measurement import Status
-from evolve.task.task import load_task
+from evolve.evaluate.measurement import Measurement, Status
+from evolve.task.task import Task, load_task
 from tests.helpers.runs import import_file, write_best
 
 torch = pytest.importorskip("torch")
@@ -32,6 +32,23 @@ def _problem(stem: str) -> ModuleType:
     problem = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(problem)
     return problem
+
+
+def _task(stem: str) -> Task:
+    """The task made from the problem file, with the kernel written here for it as its seed."""
+    cfg = task_config(PROBLEMS / f"{stem}.py")
+    return load_task({**cfg, "seeds": [str(PROBLEMS / "kernels" / f"{stem}.cu")]})
+
+
+def _judged(task: Task, *tunables: dict[str, int]) -> list[Measurement]:
+    """The worker's measurement of the seed at each of ``tunables``, at the timing sizes."""
+    (seed,) = task.seeds()
+    backend = CupyBackend({"timeout_s": 120, "timing": {}})
+    try:
+        backend.start(task, None)
+        return [backend.evaluate(seed, t, task.timing_sizes) for t in tunables]
+    finally:
+        backend.close()
 
 
 def test_the_reference_runs_on_the_gpu_and_releases_its_memory() -> None:
@@ -52,18 +69,10 @@ def test_the_reference_runs_on_the_gpu_and_releases_its_memory() -> None:
 
 
 def test_a_kernel_for_a_problem_file_is_judged_and_its_model_new_equals_the_model(tmp_path: Path) -> None:
-    cfg = task_config(PROBLEMS / "row_sum.py")
-    task = load_task({**cfg, "seeds": [str(PROBLEMS / "kernels" / "row_sum.cu")]})
-    (seed,) = task.seeds()
-    backend = CupyBackend({"timeout_s": 120, "timing": {}})
-    try:
-        backend.start(task, None)
-        right = backend.evaluate(seed, {"BLOCK": 128, "WRONG": 0}, task.timing_sizes)
-        assert right.status is Status.OK, right.reason
-        wrong = backend.evaluate(seed, {"BLOCK": 128, "WRONG": 1}, task.timing_sizes)
-        assert wrong.status is Status.WRONG, wrong.reason
-    finally:
-        backend.close()
+    task = _task("row_sum")
+    right, wrong = _judged(task, {"BLOCK": 128, "WRONG": 0}, {"BLOCK": 128, "WRONG": 1})
+    assert right.status is Status.OK, right.reason
+    assert wrong.status is Status.WRONG, wrong.reason
     best = import_file(write_best(task, tmp_path / "best", {"BLOCK": 256, "WRONG": 0}), "gpu_best_row_sum")
     problem = _problem("row_sum")
     model = problem.Model(*problem.get_init_inputs()).cuda()
@@ -80,8 +89,7 @@ def test_a_problem_file_s_model_new_costs_at_most_the_bound_beside_its_model(tmp
     from evolve.bench.overhead import per_call
     from tests.gpu.test_gpu_usage import BOUND
 
-    cfg = task_config(PROBLEMS / "row_sum.py")
-    task = load_task({**cfg, "seeds": [str(PROBLEMS / "kernels" / "row_sum.cu")]})
+    task = _task("row_sum")
     best = import_file(write_best(task, tmp_path / "b", {"BLOCK": 256, "WRONG": 0}), "gpu_best_row_sum_cost")
     problem = _problem("row_sum")
     model = problem.Model(*problem.get_init_inputs()).cuda()
@@ -97,18 +105,10 @@ def test_a_number_among_the_forward_s_arguments_is_the_kernel_s_constant(tmp_pat
     """get_inputs() gives a tensor and a float: the float is frozen into the task (no kernel
     argument), the kernel built with it is judged against the Model called with it, and ModelNew
     takes it where the Model does and refuses another value."""
-    cfg = task_config(PROBLEMS / "scaled_by_number.py")
-    task = load_task({**cfg, "seeds": [str(PROBLEMS / "kernels" / "scaled_by_number.cu")]})
-    (seed,) = task.seeds()
-    backend = CupyBackend({"timeout_s": 120, "timing": {}})
-    try:
-        backend.start(task, None)
-        right = backend.evaluate(seed, {"BLOCK": 256, "WRONG": 0}, task.timing_sizes)
-        assert right.status is Status.OK, right.reason
-        wrong = backend.evaluate(seed, {"BLOCK": 256, "WRONG": 1}, task.timing_sizes)
-        assert wrong.status is Status.WRONG, wrong.reason
-    finally:
-        backend.close()
+    task = _task("scaled_by_number")
+    right, wrong = _judged(task, {"BLOCK": 256, "WRONG": 0}, {"BLOCK": 256, "WRONG": 1})
+    assert right.status is Status.OK, right.reason
+    assert wrong.status is Status.WRONG, wrong.reason
     best = import_file(write_best(task, tmp_path / "best", {"BLOCK": 128, "WRONG": 0}), "gpu_best_scaled")
     new = best.ModelNew().cuda()
     a = torch.randn(33, 77, device="cuda")
@@ -123,16 +123,9 @@ def test_two_outputs_and_a_0_d_output_judged_equal_captured_and_compiled(tmp_pat
                                                                          tunables: dict[str, int]) -> None:
     """torch.max's (values, int64 indices) and a mean loss of shape (): the worker judges the kernel
     right, ModelNew returns what the Model does at awkward shapes, in a CUDA graph and compiled."""
-    cfg = task_config(PROBLEMS / f"{stem}.py")
-    task = load_task({**cfg, "seeds": [str(PROBLEMS / "kernels" / f"{stem}.cu")]})
-    (seed,) = task.seeds()
-    backend = CupyBackend({"timeout_s": 120, "timing": {}})
-    try:
-        backend.start(task, None)
-        judged = backend.evaluate(seed, tunables, task.timing_sizes)
-        assert judged.status is Status.OK, judged.reason
-    finally:
-        backend.close()
+    task = _task(stem)
+    (judged,) = _judged(task, tunables)
+    assert judged.status is Status.OK, judged.reason
     best = import_file(write_best(task, tmp_path / "b", tunables), f"gpu_best_{stem}_outs")
     model, new = _problem(stem).Model().cuda(), best.ModelNew().cuda()
 
